@@ -1,0 +1,56 @@
+"""The protocol every sampler backend implements.
+
+A backend samples one process for one window and returns parsed samples. Windows are the unit
+of time in a profile: each carries its own start, end and tick count, which is what the
+statistics of `compare` need (samples close in time are correlated; windows are not, much).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from gilprof.model import Mode, Sample
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    mode: Mode = Mode.GIL
+    rate_hz: float = 100.0
+    native: bool = False
+    blocking: bool = False
+
+
+@dataclass
+class WindowResult:
+    t0: float  # monotonic clock, when sampling started
+    t1: float  # monotonic clock, when sampling stopped
+    samples: list[Sample] = field(default_factory=list)
+    sampler_samples: int | None = None  # what the sampler said it recorded
+    errors: int = 0
+    target_exited: bool = False
+    interrupted: bool = False
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.t1 - self.t0)
+
+
+class Backend(ABC):
+    name: str = ""
+    min_version: tuple[int, ...] = ()
+
+    @abstractmethod
+    def version(self) -> str:
+        """The sampler binary's version; raises SamplerError when missing or too old."""
+
+    @abstractmethod
+    def sample_window(self, pid: int, settings: SamplerSettings, seconds: float | None,
+                      stop: threading.Event) -> WindowResult:
+        """Sample `pid` for `seconds` (None: until it exits) or until `stop` is set."""
+
+    @abstractmethod
+    def ticks(self, window: WindowResult, settings: SamplerSettings) -> tuple[float, str]:
+        """Sampling instants in the window and where that number came from."""

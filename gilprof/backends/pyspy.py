@@ -1,0 +1,276 @@
+"""py-spy backend: one `py-spy record -f raw --threads` run per sampling window.
+
+py-spy's raw format gives exact counts per (thread, stack) but no time; its chrometrace
+format has timestamps only where a thread's stack changes, and in --gil mode a thread's span
+runs on across ticks where another thread held the GIL, so it cannot give per-tick shares.
+Windows give both: exact counts, and a start and end for each stretch of sampling.
+
+py-spy's "Samples: N" counts recorded traces, not sampling instants, so ticks are estimated
+as window seconds x rate. py-spy spaces its samples with exponential intervals of mean
+1/rate (a Poisson process), so count / (seconds x rate) is an unbiased estimate of the share
+of time; see README "Definitions".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+
+from gilprof.backends.base import Backend, SamplerSettings, WindowResult
+from gilprof.errors import PermissionDenied, SamplerError
+from gilprof.model import Frame, Mode, Sample, ThreadState
+from gilprof.procs import die_with_parent
+
+_THREAD_PREFIX = re.compile(r"^thread \((?P<tid>0x[0-9A-Fa-f]+|\d+)\)(?::\s?(?P<name>[^;]*))?$")
+_FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
+_VERSION = re.compile(r"py-spy (\d+)\.(\d+)\.(\d+)")
+_SUMMARY = re.compile(r"Samples: (\d+) Errors: (\d+)")
+
+PERMISSION_HINT = (
+    "py-spy may not read the target's memory (ptrace is not permitted). Fix one of: run gilprof as "
+    "the target's user or as root; in a container add the SYS_PTRACE capability "
+    "(docker run --cap-add SYS_PTRACE); lower kernel.yama.ptrace_scope to 0 "
+    "(sysctl kernel.yama.ptrace_scope=0); or start the job under `gilprof exec`, which samples "
+    "its own child"
+)
+
+
+class NotReady(Exception):
+    """py-spy could not read the interpreter yet (too young, or not Python)."""
+
+
+def find_pyspy() -> str:
+    for folder in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
+        path = os.path.join(folder, "py-spy")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    found = shutil.which("py-spy")
+    if not found:
+        raise SamplerError("py-spy not found: install it with `pip install py-spy`")
+    return found
+
+
+def parse_raw_line(line: str, state: ThreadState) -> Sample | None:
+    """One line of `py-spy record -f raw --threads`: `thread (TID): NAME;frame;frame COUNT`."""
+    line = line.rstrip("\n")
+    stack, _, count_text = line.rpartition(" ")
+    if not stack or not count_text.isdigit():
+        return None
+    parts = stack.split(";")
+    match = _THREAD_PREFIX.match(parts[0])
+    if not match:
+        return None
+    tid_text = match.group("tid")
+    tid = int(tid_text, 16) if tid_text.startswith("0x") else int(tid_text)
+    frames = []
+    for part in parts[1:]:
+        frame = _FRAME.match(part)
+        if frame:
+            frames.append(Frame(frame.group("name"), frame.group("file"),
+                                int(frame.group("line") or 0)))
+        elif part:
+            frames.append(Frame(part, "", 0))
+    return Sample(tid, (match.group("name") or "").strip(), tuple(frames), int(count_text), state)
+
+
+def parse_raw(text: str, state: ThreadState) -> Iterator[Sample]:
+    for line in text.splitlines():
+        sample = parse_raw_line(line, state)
+        if sample is not None:
+            yield sample
+
+
+class PySpyBackend(Backend):
+    name = "py-spy"
+    min_version = (0, 4, 0)
+
+    def __init__(self, binary: str | None = None) -> None:
+        self.binary = binary or find_pyspy()
+        self._version: str | None = None
+
+    def version(self) -> str:
+        if self._version is None:
+            try:
+                out = subprocess.run([self.binary, "--version"], capture_output=True, text=True,
+                                     timeout=30).stdout
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise SamplerError(f"cannot run {self.binary}: {exc}") from None
+            match = _VERSION.search(out)
+            if not match:
+                raise SamplerError(f"{self.binary} did not report a py-spy version: {out.strip()!r}")
+            found = tuple(int(x) for x in match.groups())
+            if found < self.min_version:
+                need = ".".join(map(str, self.min_version))
+                raise SamplerError(f"py-spy {match.group(0)[7:]} is too old; gilprof needs >= {need}")
+            self._version = ".".join(map(str, found))
+        return self._version
+
+    def command(self, pid: int, settings: SamplerSettings, output: str) -> list[str]:
+        cmd = [self.binary, "record", "--pid", str(pid), "--rate", str(int(round(settings.rate_hz))),
+               "--format", "raw", "--output", output, "--threads", "--full-filenames"]
+        if settings.mode is Mode.GIL:
+            cmd.append("--gil")
+        elif settings.mode is Mode.WALL:
+            cmd.append("--idle")
+        if settings.native:
+            cmd.append("--native")  # py-spy refuses --native with --nonblocking
+        elif not settings.blocking:
+            cmd.append("--nonblocking")
+        return cmd
+
+    def ticks(self, window: WindowResult, settings: SamplerSettings) -> tuple[float, str]:
+        if settings.mode is Mode.WALL and window.samples:
+            # In wall mode every live thread is recorded at every tick, so the busiest
+            # thread's count is the number of ticks.
+            per_thread: dict[int, int] = {}
+            for s in window.samples:
+                per_thread[s.tid] = per_thread.get(s.tid, 0) + s.count
+            return float(max(per_thread.values())), "sampler"
+        return window.seconds * settings.rate_hz, "estimated"
+
+    def sample_window(self, pid: int, settings: SamplerSettings, seconds: float | None,
+                      stop: threading.Event) -> WindowResult:
+        state = ThreadState.HELD if settings.mode is Mode.GIL else (
+            ThreadState.UNKNOWN if settings.mode is Mode.WALL else ThreadState.ACTIVE)
+        with tempfile.TemporaryDirectory(prefix="gilprof-") as tmp:
+            output = os.path.join(tmp, "window.txt")
+            proc = subprocess.Popen(
+                self.command(pid, settings, output), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                # Own process group: a terminal's Ctrl-C reaches gilprof only, which then
+                # stops py-spy itself so that py-spy still writes its file.
+                start_new_session=True, preexec_fn=die_with_parent,
+            )
+            register_child(proc)
+            try:
+                return self._drive(proc, output, state, seconds, stop)
+            finally:
+                _reap(proc)
+                unregister_child(proc)
+
+    def _drive(self, proc: subprocess.Popen[bytes], output: str, state: ThreadState,
+               seconds: float | None, stop: threading.Event) -> WindowResult:
+        lines: list[str] = []
+        started = threading.Event()
+        start_time = [0.0]
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            buffer = b""
+            for chunk in iter(lambda: proc.stdout.read1(4096), b""):  # type: ignore[union-attr]
+                buffer += chunk
+                *complete, buffer = re.split(rb"[\r\n]", buffer)
+                for raw in complete:
+                    text = raw.decode("utf-8", "replace").strip()
+                    if not text:
+                        continue
+                    if "Sampling process" in text and not started.is_set():
+                        start_time[0] = time.monotonic()
+                        started.set()
+                    lines.append(text)
+            if buffer.strip():
+                lines.append(buffer.decode("utf-8", "replace").strip())
+
+        reader = threading.Thread(target=pump, name="gilprof-pyspy-reader", daemon=True)
+        reader.start()
+        interrupted = False
+        end_time = None
+        while proc.poll() is None:
+            if started.is_set() and seconds is not None and \
+                    time.monotonic() - start_time[0] >= seconds:
+                end_time = time.monotonic()
+                proc.send_signal(signal.SIGINT)
+                break
+            if stop.is_set():
+                end_time = time.monotonic()
+                interrupted = True
+                proc.send_signal(signal.SIGINT)
+                break
+            stop.wait(0.01)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if end_time is None:
+            end_time = time.monotonic()
+        reader.join(timeout=5)
+        text_out = "\n".join(lines)
+        if not started.is_set():
+            self._raise_for_start_failure(text_out, interrupted)
+        result = WindowResult(t0=start_time[0], t1=end_time, interrupted=interrupted)
+        result.target_exited = "process exited" in text_out or "process ended" in text_out
+        summary = _SUMMARY.search(text_out)
+        if summary:
+            result.sampler_samples = int(summary.group(1))
+            result.errors = int(summary.group(2))
+        try:
+            with open(output, encoding="utf-8", errors="replace") as handle:
+                result.samples = list(parse_raw(handle.read(), state))
+        except FileNotFoundError:
+            result.messages.append("py-spy wrote no output for this window: " + _last_error(text_out))
+        return result
+
+    @staticmethod
+    def _raise_for_start_failure(text: str, interrupted: bool) -> None:
+        if interrupted:
+            raise NotReady("interrupted before sampling started")
+        lowered = text.lower()
+        if "permission denied" in lowered or "operation not permitted" in lowered:
+            raise PermissionDenied(PERMISSION_HINT)
+        if "failed to find python version" in lowered or "failed to get process" in lowered \
+                or "no such file" in lowered or "no such process" in lowered:
+            raise NotReady(_last_error(text))
+        raise SamplerError("py-spy failed: " + _last_error(text))
+
+
+def _last_error(text: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("Error:"):
+            return line[len("Error:"):].strip()
+    meaningful = [ln for ln in text.splitlines() if ln and not ln.lstrip()[:1].isdigit()]
+    return meaningful[-1] if meaningful else "no output"
+
+
+# -- child bookkeeping: no sampler outlives gilprof -------------------------------------------
+_children: set[subprocess.Popen[bytes]] = set()
+_children_lock = threading.Lock()
+
+
+def register_child(proc: subprocess.Popen[bytes]) -> None:
+    with _children_lock:
+        _children.add(proc)
+
+
+def unregister_child(proc: subprocess.Popen[bytes]) -> None:
+    with _children_lock:
+        _children.discard(proc)
+
+
+def kill_all_children() -> None:
+    with _children_lock:
+        procs = list(_children)
+    for proc in procs:
+        _reap(proc)
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+

@@ -1,0 +1,1 @@
+"""One thin module per command: parse options, call the core, render."""

@@ -1,0 +1,211 @@
+"""`gilprof attach`: find a rank (or launch its job), sample it, write one profile."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import click
+
+from gilprof.attribution import attribute
+from gilprof.backends import BACKEND_NAMES, SamplerSettings, WindowResult, get_backend
+from gilprof.discover import ProcessInfo, resolve_target
+from gilprof.errors import GilprofError, UsageError
+from gilprof.launch import LaunchedJob
+from gilprof.model import Mode, Target
+from gilprof.procs import python_version_of
+from gilprof.profile import Profile
+from gilprof.redact import redact_cmdline
+from gilprof.sampling import DEFAULT_WINDOW_S, SessionOptions, run_session
+
+EXIT_INTERRUPTED = 130
+
+
+@contextmanager
+def stop_on_signals(on_signal: Any = None) -> Iterator[threading.Event]:
+    """SIGINT/SIGTERM set an event instead of raising, so the profile is still written."""
+    stop = threading.Event()
+    received: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        stop.set()
+        if on_signal is not None:
+            on_signal(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def make_target(info: ProcessInfo, keep_cmdline: bool) -> Target:
+    return Target(
+        pid=info.pid, rank=info.rank, rank_source=info.rank_source, local_rank=info.local_rank,
+        world_size=info.world_size, launcher=info.launcher, launcher_pid=info.launcher_pid,
+        hostname=socket.gethostname(), python=python_version_of(info.pid),
+        cmdline=tuple(info.cmdline) if keep_cmdline else redact_cmdline(info.cmdline),
+    )
+
+
+def default_output(info: ProcessInfo) -> str:
+    rank = "x" if info.rank is None else str(info.rank)
+    return f"gilprof-rank{rank}-{info.pid}-{datetime.now():%Y%m%d-%H%M%S}.json"
+
+
+def check_output_writable(path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(folder):
+        raise UsageError(f"output folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"output folder {folder} is not writable")
+    if os.path.isdir(path):
+        raise UsageError(f"output path {path} is a directory")
+
+
+class LiveStatus:
+    """One status line on a terminal: elapsed, samples, top GIL holders so far."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label = label
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self._live: Any = None
+
+    def __enter__(self) -> LiveStatus:
+        if self.enabled:
+            from rich.console import Console
+            from rich.live import Live
+            from rich.text import Text
+
+            self._live = Live(Text(f"sampling {self.label}: attaching..."),
+                              console=Console(stderr=True), refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def update(self, profile: Profile, _window: WindowResult) -> None:
+        if self._live is None:
+            return
+        from rich.text import Text
+
+        attribution = attribute(profile, watch=())
+        by_self = sorted(attribution.functions, key=lambda f: -f.self_samples)[:3]
+        holders = ", ".join(f"{f.key.name} {100 * f.self_share:.0f}%" for f in by_self) or "-"
+        self._live.update(Text(
+            f"sampling {self.label}  {time.monotonic() - self.started:5.1f} s  "
+            f"{attribution.samples} samples  top: {holders}  (Ctrl-C stops and saves)"))
+
+
+@click.command("attach", context_settings={"ignore_unknown_options": True})
+@click.option("--pid", type=int, help="Sample this PID; a shell or launcher PID resolves to its Python descendants.")
+@click.option("--rank", type=int, help="Global rank to sample (default 0 when a job is found).")
+@click.option("--job", type=int, help="Only consider descendants of this launcher PID.")
+@click.option("--match", "match", help="Only consider processes whose command line matches this regex.")
+@click.option("-d", "--duration", type=click.FloatRange(min=0.1), help="Seconds to sample (default: until the target exits or Ctrl-C).")
+@click.option("-r", "--rate", type=click.IntRange(1, 10000), default=100, show_default=True, help="Samples per second.")
+@click.option("--mode", type=click.Choice([m.value for m in Mode]), default="gil", show_default=True,
+              help="gil: only the GIL holder; wall: all threads, idle included; cpu: active threads.")
+@click.option("--native", is_flag=True, help="Include native (C/C++) frames; implies --blocking.")
+@click.option("--blocking", is_flag=True, help="Pause the target at each sample (more exact, much slower targets).")
+@click.option("--window", type=click.FloatRange(min=0.2), default=DEFAULT_WINDOW_S, show_default=True,
+              help="Seconds per sampling window (the unit of time for confidence intervals).")
+@click.option("--backend", type=click.Choice(BACKEND_NAMES), default="py-spy", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Profile file (default gilprof-rank<R>-<pid>-<time>.json).")
+@click.option("--wait-timeout", type=float, default=60.0, show_default=True, help="Launch mode: seconds to wait for the rank to start.")
+@click.option("--keep-cmdline", is_flag=True, help="Keep secret-looking command-line values (redacted by default).")
+@click.option("-q", "--quiet", is_flag=True, help="No live status line.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def command(pid: int | None, rank: int | None, job: int | None, match: str | None,
+            duration: float | None, rate: int, mode: str, native: bool, blocking: bool,
+            window: float, backend: str, output: str | None, wait_timeout: float,
+            keep_cmdline: bool, quiet: bool, command: tuple[str, ...]) -> None:
+    """Sample one rank of a running or just-launched job with py-spy.
+
+    \b
+    Attach to a running job:
+      gilprof attach --rank 0 -d 20 -o rank0.json      # rank 0 of the job on this host
+      gilprof attach --pid 4242 -d 20                  # a shell or mpiexec PID resolves to its ranks
+      gilprof attach --job $(pgrep -n mpiexec) --rank 3
+    Launch a job and sample it (exits with the job's exit code):
+      gilprof attach --rank 0 -o rank0.json -- mpiexec -n 4 python app.py
+
+    The profile keeps the raw stacks per sampling window; read it with `gilprof report`.
+    Ctrl-C stops sampling and still writes the profile, marked partial.
+    """
+    if command and pid is not None:
+        raise UsageError("give either --pid or a command to launch, not both")
+    if native and not blocking:
+        blocking = True  # py-spy cannot walk native stacks without pausing the target
+    settings = SamplerSettings(mode=Mode(mode), rate_hz=float(rate), native=native, blocking=blocking)
+    sampler = get_backend(backend)
+    sampler.version()  # fail before launching anything if the sampler is missing
+    if output:
+        check_output_writable(output)
+
+    job_ref: list[LaunchedJob] = []
+
+    def forward(signum: int) -> None:
+        for launched in job_ref:
+            launched.forward(signum)
+
+    with stop_on_signals(forward) as stop:
+        launched = LaunchedJob(command) if command else None
+        if launched:
+            job_ref.append(launched)
+        try:
+            if launched:
+                info = launched.wait_for_rank(rank, match, wait_timeout, stop)
+            else:
+                info = resolve_target(pid=pid, rank=rank, job=job, match=match)
+            path = output or default_output(info)
+            check_output_writable(path)
+            target = make_target(info, keep_cmdline)
+            label = f"pid {info.pid} rank {'?' if info.rank is None else info.rank}"
+            options = SessionOptions(settings=settings, duration=duration, window_s=window)
+            with LiveStatus(label, enabled=not quiet and sys.stderr.isatty()) as status:
+                profile = run_session(target, sampler, options, stop, on_window=status.update)
+            profile.save(path)
+            _summarize(profile, path)
+        except GilprofError:
+            if launched:
+                launched.shutdown()
+            raise
+        if launched:
+            if stop.is_set():
+                launched.wait(30)  # the signal was forwarded; give the ranks time to stop
+                launched.shutdown()
+            else:
+                launched.wait()
+            click.get_current_context().exit(launched.exit_code)
+    if profile.sampling.partial and stop.is_set():
+        click.get_current_context().exit(EXIT_INTERRUPTED)
+
+
+def _summarize(profile: Profile, path: str) -> None:
+    s = profile.sampling
+    note = f", PARTIAL: {s.partial_reason}" if s.partial else ""
+    click.echo(f"gilprof: wrote {path} ({s.samples} samples over {s.duration_s:.1f} s, "
+               f"{len(profile.windows)} windows{note})", err=True)
+    top = attribute(profile)
+    by_self = sorted(top.functions, key=lambda f: -f.self_samples)[:3]
+    if by_self and s.mode is Mode.GIL:
+        holders = ", ".join(f"{f.key.name} {100 * f.self_share:.1f}%" for f in by_self)
+        click.echo(f"gilprof: GIL utilization {100 * (top.utilization or 0):.1f}%; top self: {holders}",
+                   err=True)

@@ -1,0 +1,57 @@
+"""`gilprof report PROFILE`: who held the GIL, in which threads and functions."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gilprof.attribution import DEFAULT_WATCH, attribute
+from gilprof.profile import Profile
+from gilprof.renderers import formats, render
+from gilprof.renderers.report import ReportData
+
+
+@click.command("report")
+@click.argument("profile", type=click.Path(dir_okay=True))
+@click.option("--format", "fmt", default="table", show_default=True,
+              help="table, json, markdown, collapsed (flamegraph.pl/inferno) or speedscope.")
+@click.option("--top", type=click.IntRange(min=1), help="Show only the N functions with the largest total share.")
+@click.option("--by-thread", is_flag=True, help="Attribute functions per thread.")
+@click.option("--thread", "thread_pattern", help="Only threads whose name matches this regex.")
+@click.option("--lines", is_flag=True, help="Break functions down by line.")
+@click.option("--watch", multiple=True, help="Also watch this function (repeatable); bare names match qualnames.")
+@click.option("--no-default-watch", is_flag=True, help="Do not watch safe_broadcast and _balance_requests_across_ranks.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
+def command(profile: str, fmt: str, top: int | None, by_thread: bool, thread_pattern: str | None,
+            lines: bool, watch: tuple[str, ...], no_default_watch: bool, output: str | None) -> None:
+    """Attribute sampled GIL time to threads and functions, from a saved profile.
+
+    \b
+    Examples:
+      gilprof report rank0.json                       # table: utilization, threads, functions, watch
+      gilprof report rank0.json --by-thread --top 20
+      gilprof report rank0.json --thread executor --lines
+      gilprof report rank0.json --format json         # the gilprof.report/1 contract
+      gilprof report rank0.json --format speedscope -o rank0.speedscope.json
+
+    \b
+    total share: fraction of ticks at which the GIL holder had the function on its stack;
+    self share: ... had it on top; seconds = share x sampled duration.
+    """
+    if fmt not in formats("report"):
+        from gilprof.errors import UsageError
+
+        raise UsageError(f"unknown format {fmt!r}; known: {', '.join(formats('report'))}")
+    loaded = Profile.load(profile)
+    watched = watch if no_default_watch else DEFAULT_WATCH + watch
+    attribution = attribute(loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern,
+                            watch=watched, top=top)
+    color = output is None and sys.stdout.isatty()
+    text = render("report", fmt, ReportData(loaded, attribution, lines), color=color)
+    if output:
+        from gilprof.profile import write_text_atomic
+
+        write_text_atomic(output, text)
+    else:
+        click.echo(text, nl=False)

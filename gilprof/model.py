@@ -1,0 +1,94 @@
+"""Small frozen records parsed at the edge: frames, samples, targets and sampling settings.
+
+Everything above the backends speaks in these types, so a second sampler only has to map its
+own output into them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Mode(str, Enum):
+    """What a sampling tick records."""
+
+    GIL = "gil"  # only the thread holding the GIL
+    WALL = "wall"  # every thread, idle ones included
+    CPU = "cpu"  # threads the sampler sees as active
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ThreadState(str, Enum):
+    """What the sampler knew about a thread at a tick."""
+
+    HELD = "held"  # held the GIL
+    ACTIVE = "active"  # running, GIL state not recorded
+    UNKNOWN = "unknown"  # idle or running: wall-mode sample without GIL state
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    name: str
+    file: str
+    line: int = 0
+
+    @property
+    def basename(self) -> str:
+        return os.path.basename(self.file)
+
+    def matches(self, function: str) -> bool:
+        """True for `function` itself or a qualname ending in `.function` (3.11+ reports qualnames)."""
+        return self.name == function or self.name.endswith("." + function)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One aggregated run of identical stacks on one thread, as a sampler reports it."""
+
+    tid: int
+    thread_name: str
+    frames: tuple[Frame, ...]  # root first, leaf last
+    count: int = 1
+    state: ThreadState = ThreadState.HELD
+
+
+@dataclass(frozen=True)
+class Target:
+    pid: int
+    rank: int | None = None
+    rank_source: str | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    launcher: str | None = None
+    launcher_pid: int | None = None
+    hostname: str = ""
+    python: str = ""
+    cmdline: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SamplingInfo:
+    sampler: str
+    sampler_version: str
+    mode: Mode
+    rate_hz: float
+    native: bool = False
+    blocking: bool = False
+    window_s: float = 0.0
+    duration_s: float = 0.0  # seconds actually covered by sampling windows
+    elapsed_s: float = 0.0  # wall seconds from first window start to last window end
+    ticks: float = 0.0
+    ticks_source: str = "estimated"
+    samples: int = 0
+    errors: int = 0
+    partial: bool = False
+    partial_reason: str | None = None
+    started_at: str = ""
+    messages: tuple[str, ...] = field(default=())

@@ -1,0 +1,207 @@
+"""Renderers of kind "report": table, json, markdown, collapsed, speedscope."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from gilprof.attribution import Attribution, FunctionShare, thread_label
+from gilprof.model import Mode
+from gilprof.profile import Profile
+from gilprof.renderers import register
+from gilprof.renderers._rich import pct, to_text
+
+REPORT_SCHEMA = "gilprof.report/1"
+
+
+@dataclass(frozen=True)
+class ReportData:
+    profile: Profile
+    attribution: Attribution
+    lines: bool = False
+
+
+def _function_label(f: FunctionShare, lines: bool) -> str:
+    where = f.key.basename + (f":{f.key.line}" if lines and f.key.line else "")
+    return f"{f.key.name} ({where})" if where else f.key.name
+
+
+def report_dict(data: ReportData) -> dict[str, Any]:
+    p, a = data.profile, data.attribution
+    gil_mode = a.mode is Mode.GIL
+    return {
+        "schema": REPORT_SCHEMA,
+        "target": {"pid": p.target.pid, "rank": p.target.rank, "rank_source": p.target.rank_source,
+                   "python": p.target.python, "hostname": p.target.hostname,
+                   "launcher": p.target.launcher},
+        "sampling": {"sampler": p.sampling.sampler, "sampler_version": p.sampling.sampler_version,
+                     "mode": str(a.mode), "rate_hz": p.sampling.rate_hz,
+                     "duration_s": round(a.duration_s, 6), "elapsed_s": round(p.sampling.elapsed_s, 6),
+                     "ticks": int(round(a.ticks)), "ticks_source": p.sampling.ticks_source,
+                     "samples": a.samples, "errors": p.sampling.errors,
+                     "windows": len(p.windows), "partial": p.sampling.partial,
+                     "partial_reason": p.sampling.partial_reason},
+        "gil": {
+            "state_recorded": gil_mode,
+            "utilization": a.utilization,
+            "threads": [{"tid": t.tid, "name": t.name,
+                         "held_share": t.share if gil_mode else None,
+                         "sampled_share": t.share} for t in a.threads],
+        },
+        "functions": [
+            {"function": f.key.name, "file": f.key.file, "line": f.key.line if data.lines else None,
+             "thread": f.key.thread, "self_share": f.self_share, "total_share": f.total_share,
+             "self_s": f.self_s, "total_s": f.total_s, "self_samples": f.self_samples,
+             "total_samples": f.total_samples}
+            for f in a.functions
+        ],
+        "watch": [{"function": w.function, "found": w.found, "self_share": w.self_share,
+                   "total_share": w.total_share, "self_s": w.self_s, "total_s": w.total_s,
+                   "matched": list(w.matched)} for w in a.watch],
+    }
+
+
+@register("report", "json")
+def render_json(data: ReportData, **_: Any) -> str:
+    return json.dumps(report_dict(data), indent=2) + "\n"
+
+
+def _header_lines(p: Profile, a: Attribution) -> list[str]:
+    t, s = p.target, p.sampling
+    rank = "?" if t.rank is None else f"{t.rank} (from {t.rank_source})"
+    lines = [
+        f"target   pid {t.pid}  rank {rank}  host {t.hostname or '?'}  python {t.python or '?'}",
+        f"sampling {s.sampler} {s.sampler_version}  mode {a.mode}  {s.rate_hz:g} Hz  "
+        f"{a.duration_s:.1f} s sampled in {len(p.windows)} windows  {int(round(a.ticks))} ticks "
+        f"({s.ticks_source})  {a.samples} samples  {s.errors} errors",
+    ]
+    if s.partial:
+        lines.append(f"PARTIAL  {s.partial_reason or 'run ended early'}")
+    return lines
+
+
+@register("report", "table")
+def render_table(data: ReportData, *, color: bool = False, width: int | None = None,
+                 **_: Any) -> str:
+    p, a = data.profile, data.attribution
+    gil_mode = a.mode is Mode.GIL
+    out: list[Any] = [Text(line) for line in _header_lines(p, a)]
+    if gil_mode:
+        out.append(Text(f"GIL utilization {pct(a.utilization)} of ticks had a GIL holder",
+                        style="bold"))
+    else:
+        out.append(Text(f"{a.mode} mode records no GIL state: shares are per thread, "
+                        "not GIL-held time", style="yellow"))
+
+    threads = Table(title="Threads", title_justify="left")
+    threads.add_column("thread")
+    threads.add_column("tid", justify="right")
+    threads.add_column("held share" if gil_mode else "sampled share", justify="right")
+    threads.add_column("seconds", justify="right")
+    for t in a.threads:
+        threads.add_row(t.name, str(t.tid), pct(t.share), f"{t.share * a.duration_s:.2f}")
+    out.append(threads)
+
+    title = "Functions (GIL holder's stack)" if gil_mode else "Functions"
+    funcs = Table(title=title, title_justify="left")
+    funcs.add_column("function")
+    if a.by_thread:
+        funcs.add_column("thread")
+    for name in ("self", "total", "self s", "total s"):
+        funcs.add_column(name, justify="right")
+    for f in a.functions:
+        row = [_function_label(f, data.lines)]
+        if a.by_thread:
+            row.append(f.key.thread or "")
+        row += [pct(f.self_share), pct(f.total_share), f"{f.self_s:.2f}", f"{f.total_s:.2f}"]
+        funcs.add_row(*row)
+    out.append(funcs)
+
+    if a.watch:
+        watch = Table(title="Watched functions", title_justify="left")
+        for name in ("function", "seen", "self", "total", "total s"):
+            watch.add_column(name, justify="left" if name in ("function", "seen") else "right")
+        for w in a.watch:
+            seen = "yes" if w.found else "NEVER SEEN"
+            watch.add_row(w.function, seen, pct(w.self_share), pct(w.total_share), f"{w.total_s:.2f}",
+                          style=None if w.found else "dim")
+        out.append(watch)
+    return to_text(out, color=color, width=width)
+
+
+@register("report", "markdown")
+def render_markdown(data: ReportData, **_: Any) -> str:
+    p, a = data.profile, data.attribution
+    gil_mode = a.mode is Mode.GIL
+    lines = [f"### gilprof report: {p.label}", ""]
+    lines += [f"- {line}" for line in _header_lines(p, a)]
+    if gil_mode:
+        lines.append(f"- GIL utilization: **{pct(a.utilization)}**")
+    lines += ["", "| thread | tid | " + ("held share" if gil_mode else "sampled share") + " |",
+              "|---|---:|---:|"]
+    lines += [f"| {t.name} | {t.tid} | {pct(t.share)} |" for t in a.threads]
+    lines += ["", "| function | " + ("thread | " if a.by_thread else "") + "self | total | total s |",
+              "|---|" + ("---|" if a.by_thread else "") + "---:|---:|---:|"]
+    for f in a.functions:
+        thread = f"{f.key.thread} | " if a.by_thread else ""
+        lines.append(f"| `{_function_label(f, data.lines)}` | {thread}{pct(f.self_share)} | "
+                     f"{pct(f.total_share)} | {f.total_s:.2f} |")
+    if a.watch:
+        lines += ["", "| watched | seen | self | total |", "|---|---|---:|---:|"]
+        lines += [f"| `{w.function}` | {'yes' if w.found else 'never'} | {pct(w.self_share)} | "
+                  f"{pct(w.total_share)} |" for w in a.watch]
+    return "\n".join(lines) + "\n"
+
+
+@register("report", "collapsed")
+def render_collapsed(data: ReportData, **_: Any) -> str:
+    """Folded stacks (flamegraph.pl, inferno): `thread;root;...;leaf count`."""
+    p = data.profile
+    out = []
+    for index, count in sorted(p.total_counts().items()):
+        stack = p.stacks[index]
+        names = [thread_label(p, stack.tid).replace(";", ":")]
+        for frame in p.stack_frames(index):
+            where = frame.basename + (f":{frame.line}" if data.lines and frame.line else "")
+            names.append(f"{frame.name} ({where})".replace(";", ":") if where else frame.name)
+        out.append(f"{';'.join(names)} {count}")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+@register("report", "speedscope")
+def render_speedscope(data: ReportData, **_: Any) -> str:
+    """One sampled profile per thread; weights in seconds (share x sampled duration)."""
+    p = data.profile
+    seconds_per_tick = data.attribution.seconds_per_tick or (1.0 / p.sampling.rate_hz)
+    frames: list[dict[str, Any]] = []
+    frame_ids: dict[tuple[str, str, int], int] = {}
+    by_thread: dict[int, tuple[list[list[int]], list[float]]] = {}
+    for index, count in sorted(p.total_counts().items()):
+        stack = p.stacks[index]
+        ids = []
+        for frame in p.stack_frames(index):
+            key = (frame.name, frame.file, frame.line if data.lines else 0)
+            if key not in frame_ids:
+                frame_ids[key] = len(frames)
+                entry: dict[str, Any] = {"name": frame.name, "file": frame.file}
+                if data.lines and frame.line:
+                    entry["line"] = frame.line
+                frames.append(entry)
+            ids.append(frame_ids[key])
+        samples, weights = by_thread.setdefault(stack.tid, ([], []))
+        samples.append(ids)
+        weights.append(count * seconds_per_tick)
+    profiles = []
+    for tid, (samples, weights) in sorted(by_thread.items()):
+        profiles.append({"type": "sampled", "name": f"{thread_label(p, tid)} ({tid})",
+                         "unit": "seconds", "startValue": 0, "endValue": sum(weights),
+                         "samples": samples, "weights": weights})
+    doc = {"$schema": "https://www.speedscope.app/file-format-schema.json",
+           "shared": {"frames": frames}, "profiles": profiles,
+           "name": f"gilprof {p.label} ({p.sampling.mode} mode)", "activeProfileIndex": 0,
+           "exporter": "gilprof"}
+    return json.dumps(doc) + "\n"

@@ -1,0 +1,43 @@
+"""Shared fixtures. The autouse guard fails any test that leaves a sampler process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+SAMPLER_NAMES = ("py-spy", "austin")
+
+
+def _sampler_pids() -> set[int]:
+    found = set()
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        try:
+            name = proc.info["name"] or ""
+            cmd = proc.info["cmdline"] or []
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        first = os.path.basename(cmd[0]) if cmd else ""
+        if name in SAMPLER_NAMES or first in SAMPLER_NAMES:
+            found.add(proc.pid)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_samplers():
+    before = _sampler_pids()
+    yield
+    deadline = time.monotonic() + 3.0
+    leftovers = _sampler_pids() - before
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.1)
+        leftovers = _sampler_pids() - before
+    for pid in leftovers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not leftovers, f"test left sampler processes behind: {sorted(leftovers)}"

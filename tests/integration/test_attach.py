@@ -1,0 +1,174 @@
+"""gilprof attach against real processes: real py-spy, real mpiexec, ground truth from inside."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from .conftest import WORKLOADS, gilprof_cmd, require_interpreter, require_tool, wait_for
+
+pytestmark = pytest.mark.integration
+WORKLOAD = str(WORKLOADS / "gil_workload.py")
+
+
+def report_json(profile: Path) -> dict:
+    from click.testing import CliRunner
+
+    from gilprof.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["report", str(profile), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize("minor,seconds", [("11", 10.0), ("12", 6.0), ("13", 6.0)])
+def test_attribution_matches_ground_truth(tmp_path, spawn, minor, seconds):
+    """Thread CPU time inside a pure-Python function / wall time is its GIL-held share."""
+    python = require_interpreter(minor)
+    truth_file = tmp_path / "truth.json"
+    target = spawn([python, WORKLOAD, "--duration", str(seconds + 2.5), "--truth", str(truth_file)])
+    time.sleep(0.8)
+    out = tmp_path / "p.json"
+    run = spawn(gilprof_cmd("attach", "--pid", str(target.pid), "-d", str(seconds), "-q", "-o", str(out)))
+    assert run.wait(timeout=seconds + 60) == 0, run.stderr.read().decode()
+    assert target.wait(timeout=30) == 0
+    truth = json.loads(truth_file.read_text())
+    report = report_json(out)
+    assert report["target"]["python"].startswith(f"3.{minor}")
+    assert report["sampling"]["partial"] is False
+    assert report["sampling"]["ticks"] > 0.8 * seconds * 100
+    threads = {t["name"]: t["held_share"] for t in report["gil"]["threads"]}
+    watch = {w["function"]: w for w in report["watch"]}
+    tolerance = 0.05
+    assert abs(threads["executor-loop"] - truth["thread:executor-loop"]) < tolerance, (threads, truth)
+    assert abs(threads["ingress"] - truth["thread:ingress"]) < tolerance, (threads, truth)
+    for name in ("safe_broadcast", "_balance_requests_across_ranks"):
+        assert watch[name]["found"]
+        assert abs(watch[name]["total_share"] - truth[name]) < tolerance, (name, watch[name], truth)
+    expected_util = truth["thread:executor-loop"] + truth["thread:ingress"]
+    assert abs(report["gil"]["utilization"] - expected_util) < tolerance
+
+
+def _read_pidfiles(prefix: Path, n: int) -> dict[int, int] | None:
+    files = {r: Path(f"{prefix}.{r}") for r in range(n)}
+    if all(f.exists() and f.read_text() for f in files.values()):
+        return {r: int(f.read_text()) for r, f in files.items()}
+    return None
+
+
+def test_rank_selection_on_four_rank_job(tmp_path, spawn):
+    mpiexec = require_tool("mpiexec")
+    prefix = tmp_path / "pid"
+    job = spawn([mpiexec, "-n", "4", sys.executable, WORKLOAD, "--duration", "8",
+                 "--pidfile", str(prefix), "--broadcast-work", "4000", "--ingress-work", "2000"])
+    pids = wait_for(lambda: _read_pidfiles(prefix, 4), timeout=30)
+    assert pids, "the 4 ranks did not start"
+
+    from click.testing import CliRunner
+
+    from gilprof.cli.main import cli
+
+    listing = CliRunner().invoke(cli, ["ps", "--job", str(job.pid), "--json"])
+    assert listing.exit_code == 0, listing.output
+    ranks = {row["rank"]: row for row in json.loads(listing.output)}
+    assert sorted(ranks) == [0, 1, 2, 3]
+    assert ranks[0]["pid"] == pids[0] and ranks[0]["rank_source"] == "PMI_RANK"
+    assert ranks[0]["world_size"] == 4
+
+    out = tmp_path / "rank0.json"
+    result = CliRunner().invoke(cli, ["attach", "--job", str(job.pid), "--rank", "0", "-d", "1.5",
+                                      "-q", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    profile = json.loads(out.read_text())
+    assert profile["target"]["pid"] == pids[0]
+    assert profile["target"]["rank"] == 0
+    assert profile["target"]["pid"] not in (pids[1], pids[2], pids[3])
+    # only rank variables are kept from the target's environment
+    assert "PATH" not in json.dumps(profile)
+
+
+def test_shell_pid_resolves_to_python_child(tmp_path, spawn):
+    shell = spawn(["bash", "-c", f"'{sys.executable}' '{WORKLOAD}' --duration 6; true"])
+    child = wait_for(lambda: [c for c in psutil.Process(shell.pid).children()
+                              if "python" in c.name()], timeout=10)
+    assert child
+    from click.testing import CliRunner
+
+    from gilprof.cli.main import cli
+
+    out = tmp_path / "p.json"
+    result = CliRunner().invoke(cli, ["attach", "--pid", str(shell.pid), "-d", "1", "-q", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["target"]["pid"] == child[0].pid
+
+
+def test_launch_mode_returns_job_exit_code(tmp_path, spawn):
+    mpiexec = require_tool("mpiexec")
+    out = tmp_path / "launched.json"
+    run = spawn(gilprof_cmd("attach", "--rank", "0", "-d", "1", "-q", "-o", str(out), "--",
+                            mpiexec, "-n", "2", sys.executable, WORKLOAD, "--duration", "3",
+                            "--exit-code", "3"))
+    assert run.wait(timeout=90) == 3, run.stderr.read().decode()
+    profile = json.loads(out.read_text())
+    assert profile["target"]["rank"] == 0
+    assert sum(c for w in profile["windows"] for _, c in w["counts"]) > 0
+
+
+def test_sigint_writes_partial_profile_and_leaves_no_sampler(tmp_path, spawn):
+    target = spawn([sys.executable, WORKLOAD, "--duration", "30"])
+    time.sleep(0.5)
+    out = tmp_path / "p.json"
+    run = spawn(gilprof_cmd("attach", "--pid", str(target.pid), "-q", "-o", str(out)))
+    # let at least one window complete, then interrupt mid-window
+    time.sleep(3.0)
+    samplers = [c.pid for c in psutil.Process(run.pid).children(recursive=True)]
+    run.send_signal(signal.SIGINT)
+    assert run.wait(timeout=30) == 130, run.stderr.read().decode()
+    profile = json.loads(out.read_text())
+    assert profile["sampling"]["partial"] is True
+    assert "interrupted" in profile["sampling"]["partial_reason"]
+    assert sum(c for w in profile["windows"] for _, c in w["counts"]) > 50
+    assert samplers, "py-spy was not running as gilprof's child"
+    assert not [p for p in samplers if psutil.pid_exists(p)
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert target.poll() is None  # the target itself is left alone
+
+
+def _one_line_error(run) -> str:
+    err = run.stderr.decode().strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_bad_targets_give_one_clear_line(tmp_path, spawn):
+    import subprocess
+
+    missing = subprocess.run(gilprof_cmd("attach", "--pid", "999999", "-d", "1"),
+                             capture_output=True, timeout=60)
+    assert missing.returncode == 3
+    assert "no process with PID 999999" in _one_line_error(missing)
+
+    sleeper = spawn(["sleep", "30"])
+    not_python = subprocess.run(gilprof_cmd("attach", "--pid", str(sleeper.pid), "-d", "1"),
+                                capture_output=True, timeout=60)
+    assert not_python.returncode == 3
+    assert "not a Python process" in _one_line_error(not_python)
+
+    truncated = tmp_path / "trunc.json"
+    good = tmp_path / "good.json"
+    target = spawn([sys.executable, WORKLOAD, "--duration", "5"])
+    time.sleep(0.5)
+    ok = subprocess.run(gilprof_cmd("attach", "--pid", str(target.pid), "-d", "1", "-q", "-o", str(good)),
+                        capture_output=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr.decode()
+    truncated.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
+    broken = subprocess.run(gilprof_cmd("report", str(truncated)), capture_output=True, timeout=60)
+    assert broken.returncode == 2
+    assert "truncated" in _one_line_error(broken)
