@@ -5,6 +5,7 @@ Only the rank variables are ever kept from a process's environment.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -59,10 +60,8 @@ class ProcessInfo:
 def is_python(proc: psutil.Process) -> bool:
     try:
         names = [proc.name()]
-        try:
+        with contextlib.suppress(psutil.AccessDenied, psutil.ZombieProcess, FileNotFoundError, OSError):
             names.append(os.path.basename(proc.exe()))
-        except (psutil.AccessDenied, psutil.ZombieProcess, FileNotFoundError, OSError):
-            pass
         cmd = proc.cmdline()
         if cmd:
             names.append(os.path.basename(cmd[0]))
@@ -141,10 +140,7 @@ def describe(proc: psutil.Process) -> ProcessInfo:
 def job_processes(root_pid: int | None = None) -> list[ProcessInfo]:
     """Python processes that belong to distributed jobs (a rank variable or a launcher parent)."""
     own = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
-    if root_pid is not None:
-        candidates = _descendants(root_pid)
-    else:
-        candidates = list(psutil.process_iter())
+    candidates = _descendants(root_pid) if root_pid is not None else list(psutil.process_iter())
     found = []
     for proc in candidates:
         if proc.pid in own or not is_python(proc) or is_launcher(proc):

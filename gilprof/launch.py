@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import threading
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from gilprof.discover import ProcessInfo, resolve_target
 from gilprof.errors import TargetError, UsageError
 from gilprof.procs import die_with_parent
+
 
 class LaunchedJob:
     def __init__(self, argv: Sequence[str], stdout: int | None = None,
@@ -51,10 +54,8 @@ class LaunchedJob:
 
     def forward(self, sig: int) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(sig)
-            except ProcessLookupError:
-                pass
 
     def wait(self, timeout: float | None = None) -> int | None:
         try:
@@ -67,10 +68,8 @@ class LaunchedJob:
         if self.proc.poll() is None:
             self.forward(signal.SIGTERM)
             if self.wait(grace) is None:
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
                 self.proc.wait()
         return self.proc.returncode
 

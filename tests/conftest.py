@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -36,8 +37,6 @@ def no_leftover_samplers():
         time.sleep(0.1)
         leftovers = _sampler_pids() - before
     for pid in leftovers:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     assert not leftovers, f"test left sampler processes behind: {sorted(leftovers)}"

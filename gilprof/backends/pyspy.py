@@ -13,6 +13,7 @@ of time; see README "Definitions".
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -115,7 +116,7 @@ class PySpyBackend(Backend):
         return self._version
 
     def command(self, pid: int, settings: SamplerSettings, output: str) -> list[str]:
-        cmd = [self.binary, "record", "--pid", str(pid), "--rate", str(int(round(settings.rate_hz))),
+        cmd = [self.binary, "record", "--pid", str(pid), "--rate", str(round(settings.rate_hz)),
                "--format", "raw", "--output", output, "--threads", "--full-filenames"]
         if settings.mode is Mode.GIL:
             cmd.append("--gil")
@@ -166,7 +167,7 @@ class PySpyBackend(Backend):
         def pump() -> None:
             assert proc.stdout is not None
             buffer = b""
-            for chunk in iter(lambda: proc.stdout.read1(4096), b""):  # type: ignore[union-attr]
+            for chunk in iter(lambda: proc.stdout.read1(4096), b""):  # type: ignore[attr-defined,union-attr]
                 buffer += chunk
                 *complete, buffer = re.split(rb"[\r\n]", buffer)
                 for raw in complete:
@@ -265,12 +266,8 @@ def kill_all_children() -> None:
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
 

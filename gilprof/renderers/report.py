@@ -41,7 +41,7 @@ def report_dict(data: ReportData) -> dict[str, Any]:
         "sampling": {"sampler": p.sampling.sampler, "sampler_version": p.sampling.sampler_version,
                      "mode": str(a.mode), "rate_hz": p.sampling.rate_hz,
                      "duration_s": round(a.duration_s, 6), "elapsed_s": round(p.sampling.elapsed_s, 6),
-                     "ticks": int(round(a.ticks)), "ticks_source": p.sampling.ticks_source,
+                     "ticks": round(a.ticks), "ticks_source": p.sampling.ticks_source,
                      "samples": a.samples, "errors": p.sampling.errors,
                      "windows": len(p.windows), "partial": p.sampling.partial,
                      "partial_reason": p.sampling.partial_reason},
@@ -76,7 +76,7 @@ def _header_lines(p: Profile, a: Attribution) -> list[str]:
     lines = [
         f"target   pid {t.pid}  rank {rank}  host {t.hostname or '?'}  python {t.python or '?'}",
         f"sampling {s.sampler} {s.sampler_version}  mode {a.mode}  {s.rate_hz:g} Hz  "
-        f"{a.duration_s:.1f} s sampled in {len(p.windows)} windows  {int(round(a.ticks))} ticks "
+        f"{a.duration_s:.1f} s sampled in {len(p.windows)} windows  {round(a.ticks)} ticks "
         f"({s.ticks_source})  {a.samples} samples  {s.errors} errors",
     ]
     if s.partial:

@@ -5,7 +5,7 @@ import os
 import psutil
 import pytest
 
-from gilprof.discover import _first_int, RANK_VARIABLES, resolve_target
+from gilprof.discover import RANK_VARIABLES, _first_int, resolve_target
 from gilprof.errors import TargetError
 from gilprof.redact import REDACTED, redact_cmdline
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from gilprof.backends.pyspy import PySpyBackend, parse_raw, parse_raw_line
 from gilprof.backends.base import SamplerSettings
+from gilprof.backends.pyspy import PySpyBackend, parse_raw, parse_raw_line
 from gilprof.model import Mode, ThreadState
 
 

@@ -1,0 +1,71 @@
+"""`gilprof compare BEFORE AFTER`: did the change take GIL time off rank 0?"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gilprof.attribution import DEFAULT_WATCH
+from gilprof.compare import compare_profiles
+from gilprof.errors import UsageError
+from gilprof.profile import Profile, write_text_atomic
+from gilprof.renderers import formats, render
+from gilprof.steps import RankSteps, summarize_logs
+
+
+def load_rank_steps(path: str, rank: int, skip_warmup: int) -> RankSteps:
+    report = summarize_logs([path], skip_warmup=skip_warmup, rank=rank)
+    steps = report.rank(rank)
+    if steps is None:  # summarize_logs already raised for a missing rank
+        raise UsageError(f"{path}: no iterations for rank {rank}")
+    return steps
+
+
+@click.command("compare")
+@click.argument("before", type=click.Path())
+@click.argument("after", type=click.Path())
+@click.option("--steps-before", type=click.Path(), help="Iteration log of the before run.")
+@click.option("--steps-after", type=click.Path(), help="Iteration log of the after run.")
+@click.option("--steps-rank", type=int, help="Rank whose step times to compare (default: the profiles' rank, else 0).")
+@click.option("--skip-warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Iterations to drop per rank.")
+@click.option("--by-thread", is_flag=True, help="Compare functions per thread.")
+@click.option("--watch", multiple=True, help="Also watch this function (repeatable).")
+@click.option("--top", type=click.IntRange(min=1), default=30, show_default=True, help="Function rows to show.")
+@click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
+@click.option("--format", "fmt", default="table", show_default=True, help="table, json or markdown.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
+def command(before: str, after: str, steps_before: str | None, steps_after: str | None,
+            steps_rank: int | None, skip_warmup: int, by_thread: bool, watch: tuple[str, ...],
+            top: int, confidence: float, fmt: str, output: str | None) -> None:
+    """Per-function GIL share before and after, with confidence intervals.
+
+    \b
+    Examples:
+      gilprof compare before.json after.json
+      gilprof compare before.json after.json --steps-before b.log --steps-after a.log
+      gilprof compare before.json after.json --format markdown -o pr-comment.md
+
+    \b
+    Functions are matched by (name, file base name), so profiles from different machines
+    line up. Intervals come from batch means over sampling windows (samples close in time
+    are correlated; a binomial interval would claim changes that are not there). A row is
+    "improved"/"regressed" only when its interval excludes zero.
+    """
+    if fmt not in formats("compare"):
+        raise UsageError(f"unknown format {fmt!r}; known: {', '.join(formats('compare'))}")
+    if (steps_before is None) != (steps_after is None):
+        raise UsageError("give both --steps-before and --steps-after, or neither")
+    b, a = Profile.load(before), Profile.load(after)
+    sb = sa = None
+    if steps_before and steps_after:
+        rank = steps_rank if steps_rank is not None else (b.target.rank or 0)
+        sb = load_rank_steps(steps_before, rank, skip_warmup)
+        sa = load_rank_steps(steps_after, rank, skip_warmup)
+    comparison = compare_profiles(b, a, by_thread=by_thread, watch=DEFAULT_WATCH + watch, top=top,
+                                  confidence=confidence, steps_before=sb, steps_after=sa)
+    text = render("compare", fmt, comparison, color=output is None and sys.stdout.isatty())
+    if output:
+        write_text_atomic(output, text)
+    else:
+        click.echo(text, nl=False)

@@ -1,0 +1,116 @@
+"""`gilprof gate`: budgets over saved profiles and logs, as an exit code for CI."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from gilprof.cli.compare import load_rank_steps
+from gilprof.errors import BudgetFailed, InputError, UsageError
+from gilprof.gate import Budgets, evaluate
+from gilprof.profile import Profile, write_text_atomic
+from gilprof.renderers import render
+
+
+def parse_share(values: tuple[str, ...]) -> dict[str, float]:
+    out = {}
+    for value in values:
+        name, sep, pct = value.partition("=")
+        try:
+            limit = float(pct.rstrip("%"))
+        except ValueError:
+            limit = -1.0
+        if not sep or not name or not 0 <= limit <= 100:
+            raise UsageError(f"--max-share expects FUNC=PERCENT (0-100), got {value!r}")
+        out[name] = limit
+    return out
+
+
+def load_budget_file(path: str) -> Budgets:
+    from gilprof.recipes import parse_gate_budgets
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read budget file: {exc}") from None
+    gate = parse_gate_budgets(text, path)
+    return Budgets(max_share=dict(gate.max_share), max_utilization=gate.max_utilization,
+                   max_host_step_p50_ms=gate.max_host_step_p50_ms, max_regression=gate.max_regression)
+
+
+@click.command("gate")
+@click.argument("profile", type=click.Path())
+@click.option("--max-share", "max_share", multiple=True, metavar="FUNC=PCT",
+              help="Fail if FUNC's total GIL share exceeds PCT percent (repeatable).")
+@click.option("--baseline", type=click.Path(), help="Baseline profile for --max-regression.")
+@click.option("--max-regression", type=click.FloatRange(min=0), metavar="PCT",
+              help="Fail on a significant relative increase beyond PCT percent vs --baseline.")
+@click.option("--min-share", type=click.FloatRange(0, 100), default=2.0, show_default=True,
+              help="Functions below this share (percent) are not gated for regression.")
+@click.option("--max-utilization", type=click.FloatRange(0, 100), metavar="PCT", help="Fail if GIL utilization exceeds PCT percent.")
+@click.option("--steps", "steps_log", type=click.Path(), help="Iteration log for --max-host-step-p50.")
+@click.option("--steps-rank", type=int, help="Rank in the log (default: the profile's rank).")
+@click.option("--skip-warmup", type=click.IntRange(min=0), default=3, show_default=True)
+@click.option("--max-host-step-p50", type=click.FloatRange(min=0), metavar="MS", help="Fail if host step p50 exceeds MS.")
+@click.option("--budget", "budget_file", type=click.Path(), help="TOML file with a [gate] table (a recipe works too); flags override it.")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Also write JUnit XML (one testcase per budget).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+def command(profile: str, max_share: tuple[str, ...], baseline: str | None,
+            max_regression: float | None, min_share: float, max_utilization: float | None,
+            steps_log: str | None, steps_rank: int | None, skip_warmup: int,
+            max_host_step_p50: float | None, budget_file: str | None, junit: str | None,
+            fmt: str) -> None:
+    """Check a profile against budgets; exit 0 pass, 1 a budget failed, 2 bad input.
+
+    \b
+    Examples:
+      gilprof gate after.json --max-share safe_broadcast=5 --max-utilization 80
+      gilprof gate after.json --baseline main.json --max-regression 10
+      gilprof gate after.json --steps rank0.log --max-host-step-p50 110 --junit gate.xml
+      gilprof gate after.json --budget budgets.toml
+
+    \b
+    budgets.toml:
+      [gate]
+      max_utilization = 80
+      max_regression = 10
+      [gate.max_share]
+      safe_broadcast = 5
+
+    Every failed budget is printed with its measured value and limit. When
+    GITHUB_STEP_SUMMARY is set, a markdown summary is appended to it.
+    """
+    base = load_budget_file(budget_file) if budget_file else Budgets()
+    shares = dict(base.max_share)
+    shares.update(parse_share(max_share))
+    budgets = Budgets(
+        max_share=shares,
+        max_utilization=max_utilization if max_utilization is not None else base.max_utilization,
+        max_host_step_p50_ms=max_host_step_p50 if max_host_step_p50 is not None else base.max_host_step_p50_ms,
+        max_regression=max_regression if max_regression is not None else base.max_regression,
+        min_share=min_share,
+    )
+    loaded = Profile.load(profile)
+    baseline_profile = Profile.load(baseline) if baseline else None
+    steps = None
+    if steps_log:
+        rank = steps_rank if steps_rank is not None else (loaded.target.rank or 0)
+        steps = load_rank_steps(steps_log, rank, skip_warmup)
+    result = evaluate(loaded, budgets, baseline=baseline_profile, steps=steps)
+    click.echo(render("gate", fmt, result), nl=False)
+    if junit:
+        write_text_atomic(junit, render("gate", "junit", result))
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        try:
+            with open(summary_path, "a", encoding="utf-8") as handle:
+                handle.write(render("gate", "markdown", result) + "\n")
+        except OSError as exc:
+            click.echo(f"gilprof: warning: cannot append to GITHUB_STEP_SUMMARY: {exc}", err=True)
+    if not result.passed:
+        names = ", ".join(r.name for r in result.failed)
+        raise BudgetFailed(f"{len(result.failed)} of {len(result.results)} budgets failed: {names}")

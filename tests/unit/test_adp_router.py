@@ -1,0 +1,225 @@
+"""The before/after/fast routers assign identically; they differ only in getter reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gilprof.errors import UsageError
+from gilprof.reference import IMPL_NAMES, implementation
+from gilprof.reference.adp_router import (
+    CopyingTokenRequest,
+    RequestItem,
+    balance_requests_across_ranks,
+    balance_requests_across_ranks_before,
+    balance_requests_across_ranks_fast,
+    expected_num_active_requests,
+)
+
+
+class NoTokenAttribute:
+    """A request without `input_token_ids`: upstream counts it as 0 tokens."""
+
+    def __repr__(self) -> str:
+        return "NoTokenAttribute()"
+
+
+def _num_tokens(item: RequestItem) -> int:
+    request = item.request
+    return request.num_input_tokens if isinstance(request, CopyingTokenRequest) else 0
+
+
+VARIANTS: dict[str, Any] = {
+    "before": balance_requests_across_ranks_before,
+    "after": balance_requests_across_ranks,
+    "fast": balance_requests_across_ranks_fast,
+    "fast_cheap": lambda *args: balance_requests_across_ranks_fast(*args, token_count=_num_tokens),
+    "impl_fast": implementation("fast").route,
+}
+# Getter reads per request with a CopyingTokenRequest, when routing succeeds.
+READS_PER_REQUEST = {"before": 2, "after": 1, "fast": 1, "fast_cheap": 0, "impl_fast": 0}
+
+
+@st.composite
+def routing_problems(draw: st.DrawFn) -> dict[str, Any]:
+    num_ranks = draw(st.integers(1, 6))
+    active_requests = draw(st.lists(st.integers(0, 5), min_size=num_ranks, max_size=num_ranks))
+    # Few distinct token counts, so ties in the sort and in the heap are common.
+    active_tokens = draw(
+        st.lists(st.sampled_from([0, 3, 5, 10]), min_size=num_ranks, max_size=num_ranks)
+    )
+    kinds = draw(
+        st.lists(
+            st.one_of(st.none(), st.just("missing"), st.integers(0, 6)), min_size=0, max_size=25
+        )
+    )
+    items = []
+    for index, kind in enumerate(kinds):
+        if kind is None:
+            request: Any = None
+        elif kind == "missing":
+            request = NoTokenAttribute()
+        else:
+            request = CopyingTokenRequest(range(100, 100 + kind), request_id=index)
+        items.append(RequestItem(index, request))
+    fair = expected_num_active_requests(active_requests, len(items))
+    # Sometimes a cap below the fair share: some ranks full, maybe too little room overall.
+    expected = draw(st.one_of(st.just(fair), st.integers(0, fair + 1)))
+    prefilled = draw(st.lists(st.integers(0, num_ranks - 1), max_size=3))
+    return {
+        "items": items,
+        "active_requests": active_requests,
+        "active_tokens": active_tokens,
+        "expected": expected,
+        "prefilled": {rank: [f"earlier-{rank}"] for rank in prefilled},
+    }
+
+
+def _run(name: str, problem: dict[str, Any]) -> tuple[str, Any, dict[int, int]]:
+    """(outcome kind, ids per rank or error message, getter reads per request id)."""
+    for item in problem["items"]:
+        if isinstance(item.request, CopyingTokenRequest):
+            item.request.access_count = 0
+    routed = {rank: list(items) for rank, items in problem["prefilled"].items()}
+    try:
+        result = VARIANTS[name](
+            problem["items"],
+            routed,
+            list(problem["active_requests"]),
+            list(problem["active_tokens"]),
+            problem["expected"],
+        )
+        assert result is routed
+        outcome: tuple[str, Any] = (
+            "ok",
+            {r: [getattr(i, "id", i) for i in items] for r, items in result.items()},
+        )
+    except ValueError as exc:
+        assert routed == problem["prefilled"], "a failed call must leave the dict untouched"
+        outcome = ("error", str(exc))
+    reads = {
+        item.id: item.request.access_count
+        for item in problem["items"]
+        if isinstance(item.request, CopyingTokenRequest)
+    }
+    return outcome[0], outcome[1], reads
+
+
+@settings(max_examples=300, deadline=None)
+@given(routing_problems())
+def test_all_variants_assign_identically_and_read_as_documented(problem: dict[str, Any]) -> None:
+    runs = {name: _run(name, problem) for name in VARIANTS}
+    kind, assignment, _ = runs["before"]
+    for name, (other_kind, other_assignment, reads) in runs.items():
+        assert (other_kind, other_assignment) == (kind, assignment), name
+        per_request = READS_PER_REQUEST[name] if kind == "ok" else 0
+        assert all(count == per_request for count in reads.values()), (name, reads)
+    if kind == "ok":
+        placed = [i for items in assignment.values() for i in items if isinstance(i, int)]
+        assert sorted(placed) == [item.id for item in problem["items"]]
+        for rank, items in assignment.items():
+            before = (
+                problem["active_requests"][rank] if rank < len(problem["active_requests"]) else 0
+            )
+            new = [i for i in items if isinstance(i, int)]
+            assert not new or before + len(new) <= problem["expected"]
+
+
+def test_hand_computed_assignment() -> None:
+    def item(item_id: int, tokens: int | None) -> RequestItem:
+        request = None if tokens is None else CopyingTokenRequest([7] * tokens, request_id=item_id)
+        return RequestItem(item_id, request)
+
+    # Heap starts (0,2,r2) (10,1,r0) (50,0,r1). 30 tokens -> r2, which reaches 3 and leaves;
+    # the two 20s tie and keep input order: both -> r0 (10 then 30 tokens), which leaves;
+    # the rest -> r1.
+    items = [item(1, 5), item(2, 20), item(3, 30), item(4, None), item(5, 20)]
+    for name, route in VARIANTS.items():
+        routed: dict[int, list[Any]] = {0: ["earlier"], 1: [], 2: []}
+        route(items, routed, [1, 0, 2], [10, 50, 0], 3)
+        ids = {rank: [getattr(i, "id", i) for i in got] for rank, got in routed.items()}
+        assert ids == {0: ["earlier", 2, 5], 1: [1, 4], 2: [3]}, name
+
+
+def test_ties_go_to_fewer_requests_then_lower_rank() -> None:
+    items = [RequestItem(i, CopyingTokenRequest([1, 2], request_id=i)) for i in range(3)]
+    for name, route in VARIANTS.items():
+        routed: dict[int, list[Any]] = {0: [], 1: [], 2: []}
+        # Equal tokens everywhere; rank 1 has fewer requests, then ranks 0 and 2 tie on both.
+        route(items, routed, [1, 0, 1], [4, 4, 4], 5)
+        assert {r: [i.id for i in got] for r, got in routed.items()} == {
+            0: [1],
+            1: [0],
+            2: [2],
+        }, name
+
+
+def test_empty_input_returns_dict_unchanged() -> None:
+    for route in VARIANTS.values():
+        routed: dict[int, list[Any]] = {0: ["x"]}
+        assert route([], routed, [9], [9], 0) is routed
+        assert routed == {0: ["x"]}
+
+
+def test_too_many_requests_is_a_clear_value_error() -> None:
+    items = [RequestItem(i, CopyingTokenRequest([1], request_id=i)) for i in range(4)]
+    messages = set()
+    for route in VARIANTS.values():
+        with pytest.raises(ValueError, match="cannot route 4 requests") as info:
+            route(items, {0: [], 1: []}, [1, 3], [0, 0], 3)
+        messages.add(str(info.value))
+    assert len(messages) == 1
+    assert "2 free slots" in messages.pop()
+
+
+def test_mismatched_rank_lists_are_rejected() -> None:
+    items = [RequestItem(0, None)]
+    for route in VARIANTS.values():
+        with pytest.raises(ValueError, match="2 ranks but token counts for 1"):
+            route(items, {}, [0, 0], [0], 1)
+
+
+def test_expected_num_active_requests_matches_upstream_formula() -> None:
+    assert expected_num_active_requests([0, 0, 0], 7) == 3
+    assert expected_num_active_requests([5, 0, 0], 1) == 5
+    assert expected_num_active_requests([2, 2], 0) == 2
+
+
+def test_copying_request_copies_and_counts_every_read() -> None:
+    request = CopyingTokenRequest([5, 6, 7], request_id=9)
+    first, second = request.input_token_ids, request.input_token_ids
+    assert first == second == [5, 6, 7]
+    assert first is not second
+    first.append(8)
+    assert request.input_token_ids == [5, 6, 7]
+    assert request.access_count == 3
+    assert request.num_input_tokens == 3
+    assert request.access_count == 3
+    clone = pickle.loads(pickle.dumps(request))
+    assert clone == request
+    assert clone.access_count == 0
+    assert clone != CopyingTokenRequest([5, 6, 7], request_id=8)
+
+
+def test_request_item_is_frozen() -> None:
+    item = RequestItem(3, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        item.id = 4  # type: ignore[misc]
+
+
+def test_implementation_lookup() -> None:
+    assert IMPL_NAMES == ("before", "after", "fast")
+    for name in IMPL_NAMES:
+        impl = implementation(name)
+        assert impl.name == name
+        assert callable(impl.broadcast) and callable(impl.route)
+    assert implementation("after").route is balance_requests_across_ranks
+    with pytest.raises(UsageError, match="unknown implementation 'slow'; known: before"):
+        implementation("slow")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        implementation("after").name = "x"  # type: ignore[misc]
