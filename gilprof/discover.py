@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from gilprof.errors import PermissionDenied, TargetError
+from gilprof.errors import PermissionDenied, TargetError, UsageError
 
 # Launcher-specific variables come first: inside a SLURM allocation an `mpirun` child
 # inherits the batch step's SLURM_PROCID (0 on every rank), so it must not win over the
@@ -180,22 +180,48 @@ def _list_candidates(cands: list[ProcessInfo]) -> str:
     ) + (f"; and {len(cands) - 8} more" if len(cands) > 8 else "")
 
 
+def _ancestors_match(pid: int, pattern: re.Pattern[str]) -> bool:
+    try:
+        parents = psutil.Process(pid).parents()
+    except psutil.Error:
+        return False
+    for parent in parents:
+        try:
+            if pattern.search(" ".join(parent.cmdline())):
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
 def resolve_target(pid: int | None = None, rank: int | None = None, job: int | None = None,
-                   match: str | None = None) -> ProcessInfo:
-    """Choose exactly one Python process, or explain why none or several qualify."""
-    pattern = re.compile(match) if match else None
+                   match: str | None = None, parent_match: str | None = None) -> ProcessInfo:
+    """Choose exactly one Python process, or explain why none or several qualify.
+
+    `parent_match` keeps candidates with an ancestor whose command line matches (a
+    TensorRT-LLM GEN leader is recognised by `start_worker.sh ... GEN` above it).
+    """
+    try:
+        pattern = re.compile(match) if match else None
+        parent_pattern = re.compile(parent_match) if parent_match else None
+    except re.error as exc:
+        raise UsageError(f"bad regular expression: {exc}") from None
     if pid is not None:
         proc = _process(pid)
         if is_python(proc) and not is_launcher(proc):
             return describe(proc)
         name = proc.name()
         children = [describe(p) for p in _descendants(pid) if is_python(p) and not is_launcher(p)]
+        if parent_pattern is not None:
+            children = [c for c in children if _ancestors_match(c.pid, parent_pattern)]
         if not children:
             raise TargetError(
                 f"PID {pid} ({name}) is not a Python process and has no Python descendants")
         return _choose(children, rank, pattern, f"PID {pid} ({name})", default_rank=True)
     cands = job_processes(job)
     where = f"job {job}" if job is not None else "this host"
+    if parent_pattern is not None:
+        cands = [c for c in cands if _ancestors_match(c.pid, parent_pattern)]
     if not cands:
         raise TargetError(f"no Python ranks of a distributed job found on {where}; "
                           "give --pid, or start the job with `gilprof attach -- CMD`")

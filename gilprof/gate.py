@@ -8,28 +8,15 @@ that is only counted when it is statistically significant (gilprof.compare).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gilprof.attribution import attribute
 from gilprof.compare import compare_profiles
 from gilprof.errors import UsageError
 from gilprof.model import Mode
 from gilprof.profile import Profile
+from gilprof.recipes import GateBudgets
 from gilprof.steps import RankSteps
-
-
-@dataclass(frozen=True)
-class Budgets:
-    max_share: Mapping[str, float] = field(default_factory=dict)  # function -> percent
-    max_utilization: float | None = None  # percent
-    max_host_step_p50_ms: float | None = None
-    max_regression: float | None = None  # percent, relative
-    min_share: float = 2.0  # percent: smaller functions are too noisy to gate on
-
-    def is_empty(self) -> bool:
-        return not self.max_share and all(v is None for v in (
-            self.max_utilization, self.max_host_step_p50_ms, self.max_regression))
 
 
 @dataclass(frozen=True)
@@ -57,8 +44,10 @@ class GateResult:
         return tuple(r for r in self.results if not r.passed)
 
 
-def evaluate(profile: Profile, budgets: Budgets, *, baseline: Profile | None = None,
-             steps: RankSteps | None = None) -> GateResult:
+def evaluate(profile: Profile, budgets: GateBudgets, *, baseline: Profile | None = None,
+             steps: RankSteps | None = None, min_share: float = 2.0) -> GateResult:
+    """Check every set budget; `min_share` (percent) keeps tiny, noisy functions out of the
+    regression budget."""
     if budgets.is_empty():
         raise UsageError("no budgets given: use --max-share, --max-utilization, --max-regression, "
                          "--max-host-step-p50 or --budget FILE")
@@ -90,18 +79,19 @@ def evaluate(profile: Profile, budgets: Budgets, *, baseline: Profile | None = N
     if budgets.max_regression is not None:
         if baseline is None:
             raise UsageError("--max-regression needs a baseline profile (--baseline PROFILE)")
-        results.append(_regression(baseline, profile, budgets))
+        results.append(_regression(baseline, profile, budgets, min_share))
     return GateResult(profile.label, tuple(results))
 
 
-def _regression(baseline: Profile, profile: Profile, budgets: Budgets) -> BudgetResult:
+def _regression(baseline: Profile, profile: Profile, budgets: GateBudgets,
+                min_share: float) -> BudgetResult:
     limit = budgets.max_regression or 0.0
     comparison = compare_profiles(baseline, profile, watch=tuple(budgets.max_share), top=None)
     rows = ([comparison.utilization] if comparison.utilization else []) + \
         list(comparison.watch) + list(comparison.functions)
     offenders = []
     worst = 0.0
-    floor = budgets.min_share / 100
+    floor = min_share / 100
     for row in rows:
         d = row.total
         if max(d.before, d.after) < floor or not d.significant or d.delta <= 0:

@@ -36,7 +36,7 @@ class LaunchedJob:
         return self.proc.pid
 
     def wait_for_rank(self, rank: int | None, match: str | None, timeout: float,
-                      stop: threading.Event) -> ProcessInfo:
+                      stop: threading.Event, parent_match: str | None = None) -> ProcessInfo:
         deadline = time.monotonic() + timeout
         last_error = "no Python process started yet"
         while time.monotonic() < deadline:
@@ -46,7 +46,8 @@ class LaunchedJob:
                 raise TargetError(f"the job exited with code {self.proc.returncode} before "
                                   f"rank {rank if rank is not None else 0} could be sampled")
             try:
-                return resolve_target(pid=self.pid, rank=rank, match=match)
+                return resolve_target(pid=self.pid, rank=rank, match=match,
+                                      parent_match=parent_match)
             except TargetError as exc:
                 last_error = str(exc)
             stop.wait(0.1)

@@ -13,6 +13,16 @@ import pytest
 SAMPLER_NAMES = ("py-spy", "austin")
 
 
+def _ours(proc: psutil.Process) -> bool:
+    """Started by this test run: a descendant of pytest, or an orphan (its gilprof died)."""
+    try:
+        if proc.ppid() == 1:
+            return True
+        return any(p.pid == os.getpid() for p in proc.parents())
+    except psutil.Error:
+        return False
+
+
 def _sampler_pids() -> set[int]:
     found = set()
     for proc in psutil.process_iter(["name", "cmdline"]):
@@ -22,7 +32,7 @@ def _sampler_pids() -> set[int]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         first = os.path.basename(cmd[0]) if cmd else ""
-        if name in SAMPLER_NAMES or first in SAMPLER_NAMES:
+        if (name in SAMPLER_NAMES or first in SAMPLER_NAMES) and _ours(proc):
             found.add(proc.pid)
     return found
 

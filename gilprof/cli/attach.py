@@ -17,12 +17,14 @@ import click
 
 from gilprof.attribution import attribute
 from gilprof.backends import BACKEND_NAMES, SamplerSettings, WindowResult, get_backend
+from gilprof.cli._recipe import given, recipe_option
 from gilprof.discover import ProcessInfo, resolve_target
 from gilprof.errors import GilprofError, UsageError
 from gilprof.launch import LaunchedJob
 from gilprof.model import Mode, Target
 from gilprof.procs import python_version_of
 from gilprof.profile import Profile
+from gilprof.recipes import Recipe
 from gilprof.redact import redact_cmdline
 from gilprof.sampling import DEFAULT_WINDOW_S, SessionOptions, run_session
 
@@ -130,12 +132,13 @@ class LiveStatus:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Profile file (default gilprof-rank<R>-<pid>-<time>.json).")
 @click.option("--wait-timeout", type=float, default=60.0, show_default=True, help="Launch mode: seconds to wait for the rank to start.")
 @click.option("--keep-cmdline", is_flag=True, help="Keep secret-looking command-line values (redacted by default).")
+@recipe_option
 @click.option("-q", "--quiet", is_flag=True, help="No live status line.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pid: int | None, rank: int | None, job: int | None, match: str | None,
             duration: float | None, rate: int, mode: str, native: bool, blocking: bool,
             window: float, backend: str, output: str | None, wait_timeout: float,
-            keep_cmdline: bool, quiet: bool, command: tuple[str, ...]) -> None:
+            keep_cmdline: bool, recipe: Recipe | None, quiet: bool, command: tuple[str, ...]) -> None:
     """Sample one rank of a running or just-launched job with py-spy.
 
     \b
@@ -149,6 +152,17 @@ def command(pid: int | None, rank: int | None, job: int | None, match: str | Non
     The profile keeps the raw stacks per sampling window; read it with `gilprof report`.
     Ctrl-C stops sampling and still writes the profile, marked partial.
     """
+    parent_match = None
+    if recipe is not None:
+        ctx = click.get_current_context()
+        target_spec, defaults = recipe.target, recipe.sampling
+        rank = rank if given(ctx, "rank") or pid is not None else target_spec.rank
+        match = match if given(ctx, "match") else target_spec.match
+        parent_match = target_spec.parent_match
+        mode = mode if given(ctx, "mode") or not defaults.mode else defaults.mode
+        rate = rate if given(ctx, "rate") or not defaults.rate else int(defaults.rate)
+        duration = duration if given(ctx, "duration") else defaults.duration
+        native = native if given(ctx, "native") or defaults.native is None else defaults.native
     if command and pid is not None:
         raise UsageError("give either --pid or a command to launch, not both")
     if native and not blocking:
@@ -171,9 +185,10 @@ def command(pid: int | None, rank: int | None, job: int | None, match: str | Non
             job_ref.append(launched)
         try:
             if launched:
-                info = launched.wait_for_rank(rank, match, wait_timeout, stop)
+                info = launched.wait_for_rank(rank, match, wait_timeout, stop, parent_match)
             else:
-                info = resolve_target(pid=pid, rank=rank, job=job, match=match)
+                info = resolve_target(pid=pid, rank=rank, job=job, match=match,
+                                      parent_match=parent_match)
             path = output or default_output(info)
             check_output_writable(path)
             target = make_target(info, keep_cmdline)

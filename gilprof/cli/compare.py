@@ -7,9 +7,11 @@ import sys
 import click
 
 from gilprof.attribution import DEFAULT_WATCH
+from gilprof.cli._recipe import recipe_option
 from gilprof.compare import compare_profiles
 from gilprof.errors import UsageError
 from gilprof.profile import Profile, write_text_atomic
+from gilprof.recipes import Recipe
 from gilprof.renderers import formats, render
 from gilprof.steps import RankSteps, summarize_logs
 
@@ -34,10 +36,11 @@ def load_rank_steps(path: str, rank: int, skip_warmup: int) -> RankSteps:
 @click.option("--top", type=click.IntRange(min=1), default=30, show_default=True, help="Function rows to show.")
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
 @click.option("--format", "fmt", default="table", show_default=True, help="table, json or markdown.")
+@recipe_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
 def command(before: str, after: str, steps_before: str | None, steps_after: str | None,
             steps_rank: int | None, skip_warmup: int, by_thread: bool, watch: tuple[str, ...],
-            top: int, confidence: float, fmt: str, output: str | None) -> None:
+            top: int, confidence: float, fmt: str, recipe: Recipe | None, output: str | None) -> None:
     """Per-function GIL share before and after, with confidence intervals.
 
     \b
@@ -62,7 +65,7 @@ def command(before: str, after: str, steps_before: str | None, steps_after: str 
         rank = steps_rank if steps_rank is not None else (b.target.rank or 0)
         sb = load_rank_steps(steps_before, rank, skip_warmup)
         sa = load_rank_steps(steps_after, rank, skip_warmup)
-    comparison = compare_profiles(b, a, by_thread=by_thread, watch=DEFAULT_WATCH + watch, top=top,
+    comparison = compare_profiles(b, a, by_thread=by_thread, watch=DEFAULT_WATCH + (recipe.watch_names() if recipe else ()) + watch, top=top,
                                   confidence=confidence, steps_before=sb, steps_after=sa)
     text = render("compare", fmt, comparison, color=output is None and sys.stdout.isatty())
     if output:

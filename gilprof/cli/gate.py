@@ -6,10 +6,12 @@ import os
 
 import click
 
+from gilprof.cli._recipe import recipe_option
 from gilprof.cli.compare import load_rank_steps
 from gilprof.errors import BudgetFailed, InputError, UsageError
-from gilprof.gate import Budgets, evaluate
+from gilprof.gate import evaluate
 from gilprof.profile import Profile, write_text_atomic
+from gilprof.recipes import GateBudgets, Recipe, parse_gate_budgets
 from gilprof.renderers import render
 
 
@@ -27,9 +29,7 @@ def parse_share(values: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def load_budget_file(path: str) -> Budgets:
-    from gilprof.recipes import parse_gate_budgets
-
+def load_budget_file(path: str) -> GateBudgets:
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
@@ -37,9 +37,27 @@ def load_budget_file(path: str) -> Budgets:
         raise InputError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read budget file: {exc}") from None
-    gate = parse_gate_budgets(text, path)
-    return Budgets(max_share=dict(gate.max_share), max_utilization=gate.max_utilization,
-                   max_host_step_p50_ms=gate.max_host_step_p50_ms, max_regression=gate.max_regression)
+    return parse_gate_budgets(text, path)
+
+
+def merge_budgets(layers: list[GateBudgets]) -> GateBudgets:
+    shares: dict[str, float] = {}
+    merged = GateBudgets()
+    for layer in layers:
+        shares.update(layer.max_share)
+        merged = GateBudgets(
+            max_share=shares,
+            max_utilization=_pick(layer.max_utilization, merged.max_utilization),
+            max_host_step_p50_ms=_pick(layer.max_host_step_p50_ms, merged.max_host_step_p50_ms),
+            max_regression=_pick(layer.max_regression, merged.max_regression),
+        )
+    return GateBudgets(max_share=dict(shares), max_utilization=merged.max_utilization,
+                       max_host_step_p50_ms=merged.max_host_step_p50_ms,
+                       max_regression=merged.max_regression)
+
+
+def _pick(new: float | None, old: float | None) -> float | None:
+    return old if new is None else new
 
 
 @click.command("gate")
@@ -57,13 +75,14 @@ def load_budget_file(path: str) -> Budgets:
 @click.option("--skip-warmup", type=click.IntRange(min=0), default=3, show_default=True)
 @click.option("--max-host-step-p50", type=click.FloatRange(min=0), metavar="MS", help="Fail if host step p50 exceeds MS.")
 @click.option("--budget", "budget_file", type=click.Path(), help="TOML file with a [gate] table (a recipe works too); flags override it.")
+@recipe_option
 @click.option("--junit", type=click.Path(dir_okay=False), help="Also write JUnit XML (one testcase per budget).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 def command(profile: str, max_share: tuple[str, ...], baseline: str | None,
             max_regression: float | None, min_share: float, max_utilization: float | None,
             steps_log: str | None, steps_rank: int | None, skip_warmup: int,
-            max_host_step_p50: float | None, budget_file: str | None, junit: str | None,
-            fmt: str) -> None:
+            max_host_step_p50: float | None, budget_file: str | None, recipe: Recipe | None,
+            junit: str | None, fmt: str) -> None:
     """Check a profile against budgets; exit 0 pass, 1 a budget failed, 2 bad input.
 
     \b
@@ -84,23 +103,24 @@ def command(profile: str, max_share: tuple[str, ...], baseline: str | None,
     Every failed budget is printed with its measured value and limit. When
     GITHUB_STEP_SUMMARY is set, a markdown summary is appended to it.
     """
-    base = load_budget_file(budget_file) if budget_file else Budgets()
-    shares = dict(base.max_share)
-    shares.update(parse_share(max_share))
-    budgets = Budgets(
-        max_share=shares,
-        max_utilization=max_utilization if max_utilization is not None else base.max_utilization,
-        max_host_step_p50_ms=max_host_step_p50 if max_host_step_p50 is not None else base.max_host_step_p50_ms,
-        max_regression=max_regression if max_regression is not None else base.max_regression,
-        min_share=min_share,
-    )
+    # Precedence: recipe < budget file < flags.
+    layers = [recipe.gate if recipe else GateBudgets()]
+    if budget_file:
+        layers.append(load_budget_file(budget_file))
+    layers.append(GateBudgets(max_share=parse_share(max_share), max_utilization=max_utilization,
+                              max_host_step_p50_ms=max_host_step_p50, max_regression=max_regression))
+    budgets = merge_budgets(layers)
+    if baseline is None and max_regression is None and budgets.max_regression is not None:
+        # A recipe's or file's regression budget applies only when a baseline is given.
+        budgets = GateBudgets(max_share=budgets.max_share, max_utilization=budgets.max_utilization,
+                              max_host_step_p50_ms=budgets.max_host_step_p50_ms)
     loaded = Profile.load(profile)
     baseline_profile = Profile.load(baseline) if baseline else None
     steps = None
     if steps_log:
         rank = steps_rank if steps_rank is not None else (loaded.target.rank or 0)
         steps = load_rank_steps(steps_log, rank, skip_warmup)
-    result = evaluate(loaded, budgets, baseline=baseline_profile, steps=steps)
+    result = evaluate(loaded, budgets, baseline=baseline_profile, steps=steps, min_share=min_share)
     click.echo(render("gate", fmt, result), nl=False)
     if junit:
         write_text_atomic(junit, render("gate", "junit", result))

@@ -7,7 +7,9 @@ import sys
 import click
 
 from gilprof.attribution import DEFAULT_WATCH, attribute
+from gilprof.cli._recipe import recipe_option
 from gilprof.profile import Profile
+from gilprof.recipes import Recipe
 from gilprof.renderers import formats, render
 from gilprof.renderers.report import ReportData
 
@@ -22,9 +24,11 @@ from gilprof.renderers.report import ReportData
 @click.option("--lines", is_flag=True, help="Break functions down by line.")
 @click.option("--watch", multiple=True, help="Also watch this function (repeatable); bare names match qualnames.")
 @click.option("--no-default-watch", is_flag=True, help="Do not watch safe_broadcast and _balance_requests_across_ranks.")
+@recipe_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
 def command(profile: str, fmt: str, top: int | None, by_thread: bool, thread_pattern: str | None,
-            lines: bool, watch: tuple[str, ...], no_default_watch: bool, output: str | None) -> None:
+            lines: bool, watch: tuple[str, ...], no_default_watch: bool, recipe: Recipe | None,
+            output: str | None) -> None:
     """Attribute sampled GIL time to threads and functions, from a saved profile.
 
     \b
@@ -44,11 +48,12 @@ def command(profile: str, fmt: str, top: int | None, by_thread: bool, thread_pat
 
         raise UsageError(f"unknown format {fmt!r}; known: {', '.join(formats('report'))}")
     loaded = Profile.load(profile)
-    watched = watch if no_default_watch else DEFAULT_WATCH + watch
+    watched = (() if no_default_watch else DEFAULT_WATCH) + (recipe.watch_names() if recipe else ()) + watch
     attribution = attribute(loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern,
                             watch=watched, top=top)
     color = output is None and sys.stdout.isatty()
-    text = render("report", fmt, ReportData(loaded, attribution, lines), color=color)
+    notes = {w.function: (w.why, w.fix) for w in recipe.watch} if recipe else {}
+    text = render("report", fmt, ReportData(loaded, attribution, lines, notes), color=color)
     if output:
         from gilprof.profile import write_text_atomic
 

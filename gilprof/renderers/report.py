@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.table import Table
@@ -23,6 +23,8 @@ class ReportData:
     profile: Profile
     attribution: Attribution
     lines: bool = False
+    # watched function -> (why it is hot, reference fix or None), from a recipe
+    notes: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
 def _function_label(f: FunctionShare, lines: bool) -> str:
@@ -61,7 +63,8 @@ def report_dict(data: ReportData) -> dict[str, Any]:
         ],
         "watch": [{"function": w.function, "found": w.found, "self_share": w.self_share,
                    "total_share": w.total_share, "self_s": w.self_s, "total_s": w.total_s,
-                   "matched": list(w.matched)} for w in a.watch],
+                   "matched": list(w.matched), "why": data.notes.get(w.function, ("", None))[0] or None,
+                   "fix": data.notes.get(w.function, ("", None))[1]} for w in a.watch],
     }
 
 
@@ -130,6 +133,11 @@ def render_table(data: ReportData, *, color: bool = False, width: int | None = N
             watch.add_row(w.function, seen, pct(w.self_share), pct(w.total_share), f"{w.total_s:.2f}",
                           style=None if w.found else "dim")
         out.append(watch)
+        for w in a.watch:
+            why, fix = data.notes.get(w.function, ("", None))
+            if why or fix:
+                out.append(Text(f"{w.function}: {' '.join(why.split())}"
+                                + (f" Fix: {fix}" if fix else ""), style="dim"))
     return to_text(out, color=color, width=width)
 
 

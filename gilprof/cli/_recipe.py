@@ -1,0 +1,29 @@
+"""The shared `--recipe NAME|PATH` option: a recipe supplies defaults, flags override them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from click.core import ParameterSource
+
+from gilprof.recipes import Recipe, load_recipe
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _load(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Recipe | None:
+    return load_recipe(value) if value else None
+
+
+def recipe_option(func: F) -> F:
+    return click.option(
+        "--recipe", callback=_load, metavar="NAME|PATH",
+        help="Built-in recipe (see `gilprof recipes`) or a recipe TOML file; flags override it.",
+    )(func)
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    """True when the user set option `name` (on the command line or from the environment)."""
+    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)

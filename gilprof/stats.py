@@ -1,0 +1,345 @@
+"""Quantiles, Student t, and confidence intervals for serially correlated measurements.
+
+Stdlib only. GIL shares come from samples grouped into time windows, and step times come
+from consecutive loop iterations: neither is a set of independent draws, so intervals here
+use batch means (ratio estimators) or a moving-block bootstrap (medians) rather than
+binomial or i.i.d. formulas, which are far too narrow on correlated data.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+__all__ = [
+    "Difference",
+    "Estimate",
+    "batch_windows",
+    "median_difference_ci",
+    "quantile",
+    "quantiles",
+    "ratio_difference_ci",
+    "ratio_mean_ci",
+    "t_cdf",
+    "t_quantile",
+]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its two-sided confidence interval; `dof` 0 means no interval."""
+
+    value: float
+    low: float
+    high: float
+    stderr: float
+    dof: float
+
+
+@dataclass(frozen=True)
+class Difference:
+    """`after - before` with its interval; significant iff the interval excludes 0."""
+
+    before: float
+    after: float
+    delta: float
+    low: float
+    high: float
+    relative: float | None
+    significant: bool
+
+
+# ---------------------------------------------------------------------------------------
+# Quantiles
+
+
+def quantiles(values: Sequence[float], qs: Sequence[float]) -> list[float]:
+    """Several quantiles with one sort; linear interpolation (numpy's default method)."""
+    if len(values) == 0:
+        raise ValueError("quantile of an empty sequence")
+    ordered = sorted(values)
+    return [_quantile_sorted(ordered, q) for q in qs]
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile (0 <= q <= 1) with linear interpolation between order statistics."""
+    return quantiles(values, (q,))[0]
+
+
+def _quantile_sorted(ordered: Sequence[float], q: float) -> float:
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile level must be within [0, 1], got {q}")
+    position = (len(ordered) - 1) * q
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    fraction = position - below
+    return ordered[below] + (ordered[above] - ordered[below]) * fraction
+
+
+# ---------------------------------------------------------------------------------------
+# Student t distribution
+
+
+def _continued_fraction_beta(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function, evaluated by modified Lentz."""
+    tiny = 1e-300
+    c = 1.0
+    d = 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 2000):
+        two_m = 2 * m
+        even_term = m * (b - m) * x / ((a + two_m - 1.0) * (a + two_m))
+        odd_term = -(a + m) * (a + b + m) * x / ((a + two_m) * (a + two_m + 1.0))
+        for term in (even_term, odd_term):
+            d = 1.0 + term * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + term / c
+            c = c if abs(c) > tiny else tiny
+            result *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return result
+
+
+def _regularized_beta(a: float, b: float, x: float, one_minus_x: float) -> float:
+    """I_x(a, b); the caller passes 1 - x separately so that it keeps full precision."""
+    if x <= 0.0:
+        return 0.0
+    if one_minus_x <= 0.0:
+        return 1.0
+    log_front = (
+        a * math.log(x)
+        + b * math.log(one_minus_x)
+        - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
+    )
+    # The fraction converges fast only below the mode; use the symmetry I_x(a,b) = 1 - I_{1-x}(b,a).
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _continued_fraction_beta(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _continued_fraction_beta(b, a, one_minus_x) / b
+
+
+def _t_upper_tail(t: float, dof: float) -> float:
+    """P(T > t) for t >= 0."""
+    denominator = dof + t * t
+    return 0.5 * _regularized_beta(dof / 2.0, 0.5, dof / denominator, t * t / denominator)
+
+
+def _t_density(t: float, dof: float) -> float:
+    log_norm = (
+        math.lgamma((dof + 1.0) / 2.0) - math.lgamma(dof / 2.0) - 0.5 * math.log(dof * math.pi)
+    )
+    return math.exp(log_norm - (dof + 1.0) / 2.0 * math.log1p(t * t / dof))
+
+
+def t_cdf(t: float, dof: float) -> float:
+    """Student t cumulative distribution function for any dof > 0 (inf means normal)."""
+    if dof <= 0:
+        raise ValueError(f"degrees of freedom must be positive, got {dof}")
+    if math.isinf(dof):
+        return NormalDist().cdf(t)
+    tail = _t_upper_tail(abs(t), dof)
+    return 1.0 - tail if t >= 0 else tail
+
+
+def _cornish_fisher_guess(z: float, dof: float) -> float:
+    """Series expansion of the t quantile around the normal one; a good Newton start."""
+    z2 = z * z
+    return z * (
+        1.0
+        + (z2 + 1.0) / (4.0 * dof)
+        + (5.0 * z2 * z2 + 16.0 * z2 + 3.0) / (96.0 * dof**2)
+        + (3.0 * z2**3 + 19.0 * z2 * z2 + 17.0 * z2 - 15.0) / (384.0 * dof**3)
+    )
+
+
+def t_quantile(p: float, dof: float) -> float:
+    """Inverse of `t_cdf`: the t with P(T <= t) = p, for 0 < p < 1 and dof > 0."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"probability must be within (0, 1), got {p}")
+    if dof <= 0:
+        raise ValueError(f"degrees of freedom must be positive, got {dof}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, dof)
+    if p == 0.5:
+        return 0.0
+    if math.isinf(dof):
+        return NormalDist().inv_cdf(p)
+    if dof == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if dof == 2:
+        return (2.0 * p - 1.0) / math.sqrt(2.0 * p * (1.0 - p))
+    upper = 1.0 - p
+    # Solve P(T > t) = upper by Newton steps kept inside a shrinking bracket [low, high].
+    low, high = 0.0, max(1.0, 2.0 * _cornish_fisher_guess(NormalDist().inv_cdf(p), dof))
+    while _t_upper_tail(high, dof) > upper:
+        low, high = high, high * 2.0
+    t = min(max(_cornish_fisher_guess(NormalDist().inv_cdf(p), dof), low), high)
+    for _ in range(200):
+        excess = _t_upper_tail(t, dof) - upper
+        if excess > 0:
+            low = t
+        else:
+            high = t
+        density = _t_density(t, dof)
+        candidate = t + excess / density if density > 0 else math.nan
+        if not low < candidate < high:
+            candidate = (low + high) / 2.0
+        if abs(candidate - t) <= 1e-12 * (1.0 + abs(t)):
+            return candidate
+        t = candidate
+    return t
+
+
+# ---------------------------------------------------------------------------------------
+# Ratio estimators over time windows (batch means)
+
+
+def ratio_mean_ci(
+    numerators: Sequence[float], denominators: Sequence[float], confidence: float = 0.95
+) -> Estimate:
+    """sum(num)/sum(den) with a batch-means interval, one batch per window.
+
+    The variance uses the linearization of the ratio, so windows of unequal length (or
+    unequal sample counts) are weighted by their denominators. Windows must be long
+    compared with the correlation time of the process for the interval to hold;
+    regroup fine windows with `batch_windows` first.
+    """
+    if len(numerators) != len(denominators):
+        raise ValueError("numerators and denominators differ in length")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
+    total_den = math.fsum(denominators)
+    if total_den == 0:
+        raise ValueError("denominators sum to zero")
+    value = math.fsum(numerators) / total_den
+    windows = len(numerators)
+    if windows < 2:
+        return Estimate(value, -math.inf, math.inf, math.inf, 0.0)
+    residual_sq = math.fsum(
+        ((num - value * den) / total_den) ** 2
+        for num, den in zip(numerators, denominators, strict=True)
+    )
+    stderr = math.sqrt(windows / (windows - 1) * residual_sq)
+    dof = float(windows - 1)
+    half_width = t_quantile(0.5 + confidence / 2.0, dof) * stderr
+    return Estimate(value, value - half_width, value + half_width, stderr, dof)
+
+
+def ratio_difference_ci(
+    before_num: Sequence[float],
+    before_den: Sequence[float],
+    after_num: Sequence[float],
+    after_den: Sequence[float],
+    confidence: float = 0.95,
+) -> Difference:
+    """after ratio - before ratio, with a Welch-Satterthwaite t interval."""
+    before = ratio_mean_ci(before_num, before_den, confidence)
+    after = ratio_mean_ci(after_num, after_den, confidence)
+    return _welch_difference(before, after, confidence)
+
+
+def _welch_difference(before: Estimate, after: Estimate, confidence: float) -> Difference:
+    delta = after.value - before.value
+    relative = delta / before.value if before.value != 0 else None
+    if before.dof == 0 or after.dof == 0:
+        return Difference(before.value, after.value, delta, -math.inf, math.inf, relative, False)
+    var_before, var_after = before.stderr**2, after.stderr**2
+    stderr = math.sqrt(var_before + var_after)
+    if stderr == 0:
+        return Difference(before.value, after.value, delta, delta, delta, relative, delta != 0)
+    dof = (var_before + var_after) ** 2 / (var_before**2 / before.dof + var_after**2 / after.dof)
+    half_width = t_quantile(0.5 + confidence / 2.0, dof) * stderr
+    low, high = delta - half_width, delta + half_width
+    return Difference(before.value, after.value, delta, low, high, relative, low > 0 or high < 0)
+
+
+def batch_windows(
+    numerators: Sequence[float], denominators: Sequence[float], max_batches: int = 30
+) -> tuple[list[float], list[float]]:
+    """Sum consecutive windows into at most `max_batches` contiguous batches.
+
+    Fewer, longer batches make batch means nearly independent when the process is
+    correlated over several windows; sizes differ by at most one window.
+    """
+    if len(numerators) != len(denominators):
+        raise ValueError("numerators and denominators differ in length")
+    if max_batches < 1:
+        raise ValueError("max_batches must be at least 1")
+    count = len(numerators)
+    if count <= max_batches:
+        return list(numerators), list(denominators)
+    bounds = [i * count // max_batches for i in range(max_batches + 1)]
+    batch_num = [math.fsum(numerators[s:e]) for s, e in itertools.pairwise(bounds)]
+    batch_den = [math.fsum(denominators[s:e]) for s, e in itertools.pairwise(bounds)]
+    return batch_num, batch_den
+
+
+# ---------------------------------------------------------------------------------------
+# Medians of correlated series (moving-block bootstrap)
+
+
+def default_block_length(count: int) -> int:
+    """n ** (1/3), the usual order of the optimal block length for variance-type targets."""
+    return max(1, round(count ** (1.0 / 3.0)))
+
+
+def _block_bootstrap_median(values: list[float], block: int, rng: random.Random) -> float:
+    count = len(values)
+    last_start = count - block
+    resample: list[float] = []
+    while len(resample) < count:
+        start = rng.randint(0, last_start)
+        resample.extend(values[start : start + block])
+    del resample[count:]
+    resample.sort()
+    return _quantile_sorted(resample, 0.5)
+
+
+def median_difference_ci(
+    before_values: Sequence[float],
+    after_values: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    block: int | None = None,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Difference:
+    """median(after) - median(before) with a moving-block bootstrap percentile interval.
+
+    Consecutive step times are correlated (a slow phase lasts many iterations), so the
+    series are resampled in blocks of `block` consecutive values (default n ** (1/3),
+    per series). Cost is about `resamples` x (n log n) per series; deterministic for a
+    given `seed`. With fewer than 2 values in either series there is no interval.
+    """
+    if len(before_values) == 0 or len(after_values) == 0:
+        raise ValueError("median difference needs values on both sides")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
+    if resamples < 1:
+        raise ValueError("resamples must be at least 1")
+    if block is not None and block < 1:
+        raise ValueError("block length must be at least 1")
+    before = list(before_values)
+    after = list(after_values)
+    before_median = quantile(before, 0.5)
+    after_median = quantile(after, 0.5)
+    delta = after_median - before_median
+    relative = delta / before_median if before_median != 0 else None
+    if len(before) < 2 or len(after) < 2:
+        return Difference(before_median, after_median, delta, -math.inf, math.inf, relative, False)
+    before_block = min(block or default_block_length(len(before)), len(before))
+    after_block = min(block or default_block_length(len(after)), len(after))
+    rng = random.Random(seed)
+    deltas = [
+        _block_bootstrap_median(after, after_block, rng)
+        - _block_bootstrap_median(before, before_block, rng)
+        for _ in range(resamples)
+    ]
+    alpha = 1.0 - confidence
+    low, high = quantiles(deltas, (alpha / 2.0, 1.0 - alpha / 2.0))
+    return Difference(before_median, after_median, delta, low, high, relative, low > 0 or high < 0)

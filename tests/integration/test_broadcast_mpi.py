@@ -1,0 +1,125 @@
+"""safe_broadcast before/after under real `mpiexec`, and `gilprof bench-reference --quick`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gilprof.bench_reference import BenchPlan, BenchRow, bench_broadcast
+from gilprof.cli.bench_reference import command as bench_command
+from gilprof.errors import UsageError
+from gilprof.reference.broadcast import chunk_count, safe_broadcast, safe_broadcast_before
+
+from .conftest import require_tool
+
+SCRIPT = Path(__file__).parent / "mpi_scripts" / "broadcast_check.py"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHECKS = (
+    "guards",
+    "raw_transport",
+    "chunk_boundaries",
+    "root_failure",
+    "receiver_failure",
+    "random_payloads",
+)
+LINE = re.compile(r"^rank=(\d+) check=(\w+) (ok|FAIL)(.*)$", re.MULTILINE)
+
+
+def _require_mpi() -> str:
+    pytest.importorskip("mpi4py")
+    return require_tool("mpiexec")
+
+
+def _run_under_mpiexec(ranks: int, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    mpiexec = _require_mpi()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    argv = [mpiexec, "-n", str(ranks), sys.executable, str(SCRIPT)]
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"mpiexec -n {ranks} did not finish within {timeout:.0f}s")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_every_rank_passes_every_check(ranks: int) -> None:
+    result = _run_under_mpiexec(ranks)
+    seen = {(int(m[1]), m[2]): (m[3], m[4]) for m in LINE.finditer(result.stdout)}
+    failed = {key: detail for key, (status, detail) in seen.items() if status != "ok"}
+    assert not failed, failed
+    assert set(seen) == {(rank, check) for rank in range(ranks) for check in CHECKS}, (
+        result.stdout + result.stderr
+    )
+    for rank in range(ranks):
+        assert f"rank={rank} size={ranks} done failures=0" in result.stdout
+    assert result.returncode == 0, result.stderr
+
+
+def test_single_rank_and_bad_chunk_size_need_no_mpi() -> None:
+    payload = {"tokens": [1, 2, 3]}
+    for broadcast in (safe_broadcast, safe_broadcast_before):
+        assert broadcast(None, payload) is payload
+        for bad in (0, -1):
+            with pytest.raises(ValueError, match="chunk_size must be > 0"):
+                broadcast(None, payload, chunk_size=bad)
+    assert [chunk_count(n, 64) for n in (0, 1, 63, 64, 65, 128, 129)] == [0, 1, 1, 1, 2, 2, 3]
+
+
+def test_ratios_skip_missing_and_zero_medians() -> None:
+    row = BenchRow("router", {}, {"before": 4.0, "after": 2.0, "fast": 0.0}, samples=3)
+    assert row.ratios == {"before/after": 2.0}
+    assert row.to_dict()["ratios"] == {"before/after": 2.0}
+
+
+def test_broadcast_bench_rejects_a_single_rank() -> None:
+    with pytest.raises(UsageError, match="at least 2"):
+        bench_broadcast(BenchPlan.quick(ranks=1))
+
+
+@pytest.mark.integration
+def test_bench_reference_quick_json() -> None:
+    _require_mpi()
+    assert bench_command.name == "bench-reference"
+    outcome = CliRunner().invoke(
+        bench_command, ["--quick", "--json", "--ranks", "2", "--timeout", "120"]
+    )
+    assert outcome.exit_code == 0, (outcome.output, outcome.exception)
+    result = json.loads(outcome.output)
+    assert result["schema"] == "gilprof.bench_reference/1"
+    assert {"settings", "router", "broadcast"} <= set(result)
+    assert result["settings"]["ranks"] == 2
+    router = result["router"]
+    assert set(router["median_ms"]) == {"before", "after", "fast"}
+    assert set(router["ratios"]) == {"before/after", "before/fast"}
+    assert router["getter_reads_per_request"] == {"before": 2.0, "after": 1.0, "fast": 0.0}
+    # before copies every token list twice, after once: about 2x by construction.
+    assert router["median_ms"]["before"] > router["median_ms"]["after"]
+    sizes = [row["params"]["requests"] for row in result["broadcast"]]
+    assert sizes == list(BenchPlan.quick().broadcast_requests)
+    for row in result["broadcast"]:
+        assert row["params"]["payload_bytes"] > 0
+        assert row["params"]["ranks"] == 2
+        assert all(ms > 0 for ms in row["median_ms"].values())
+        assert set(row["ratios"]) == {"before/after", "before/fast"}
