@@ -179,11 +179,13 @@ def compare_profiles(before: Profile, after: Profile, *, by_thread: bool = False
 
 
 def compare_steps(before: RankSteps, after: RankSteps, confidence: float = 0.95) -> StepsChange:
-    host = median_difference_ci(list(before.host_ms), list(after.host_ms), confidence=confidence)
+    # 1000 resamples: the bootstrap costs resamples x n log n, and logs can be long.
+    host = median_difference_ci(list(before.host_ms), list(after.host_ms), confidence=confidence,
+                                resamples=1000)
     device = None
     if len(before.device_ms) and len(after.device_ms):
         device = median_difference_ci(list(before.device_ms), list(after.device_ms),
-                                      confidence=confidence)
+                                      confidence=confidence, resamples=1000)
     return StepsChange(before.rank, host, device, before.host_step_ms.p90, after.host_step_ms.p90,
                        before.verdict, after.verdict, before.device_host_ratio,
                        after.device_host_ratio)

@@ -180,6 +180,58 @@ def _list_candidates(cands: list[ProcessInfo]) -> str:
     ) + (f"; and {len(cands) - 8} more" if len(cands) > 8 else "")
 
 
+def parse_rank_selection(text: str) -> set[int] | None:
+    """`all` or `local` -> None (every rank found); `0-7`, `0,3`, `0-3,8` -> those ranks."""
+    if text in ("all", "local"):
+        return None
+    ranks: set[int] = set()
+    try:
+        for part in text.split(","):
+            low, sep, high = part.strip().partition("-")
+            if sep:
+                ranks.update(range(int(low), int(high) + 1))
+            else:
+                ranks.add(int(low))
+    except ValueError:
+        raise UsageError(f"--ranks expects all, local, N, N-M or a comma list, got {text!r}") from None
+    if not ranks:
+        raise UsageError(f"--ranks {text!r} selects no rank")
+    return ranks
+
+
+def resolve_ranks(selection: str, job: int | None = None, match: str | None = None,
+                  parent_match: str | None = None) -> list[ProcessInfo]:
+    """Every local Python rank of one job that `selection` names (see parse_rank_selection)."""
+    wanted = parse_rank_selection(selection)
+    try:
+        pattern = re.compile(match) if match else None
+        parent_pattern = re.compile(parent_match) if parent_match else None
+    except re.error as exc:
+        raise UsageError(f"bad regular expression: {exc}") from None
+    cands = [c for c in job_processes(job) if not _is_gilprof(c)]
+    if pattern is not None:
+        cands = [c for c in cands if pattern.search(" ".join(c.cmdline))]
+    if parent_pattern is not None:
+        cands = [c for c in cands if _ancestors_match(c.pid, parent_pattern)]
+    where = f"job {job}" if job is not None else "this host"
+    launchers = {c.launcher_pid for c in cands}
+    if job is None and len(launchers) > 1:
+        raise TargetError(f"ranks of {len(launchers)} jobs run on {where}; choose one with --job "
+                          f"(launcher PIDs: {', '.join(str(p) for p in sorted(launchers, key=str))})")
+    if wanted is not None:
+        cands = [c for c in cands if c.rank in wanted]
+        missing = wanted - {c.rank for c in cands}
+        if missing:
+            raise TargetError(f"no rank {', '.join(map(str, sorted(missing)))} in {where}")
+    if not cands:
+        raise TargetError(f"no Python ranks found in {where}")
+    return cands
+
+
+def _is_gilprof(info: ProcessInfo) -> bool:
+    return any("gilprof" in arg for arg in info.cmdline[:4])
+
+
 def _ancestors_match(pid: int, pattern: re.Pattern[str]) -> bool:
     try:
         parents = psutil.Process(pid).parents()

@@ -285,13 +285,8 @@ class _GetterRule:
     def __init__(self, tree: ast.Module, getters: frozenset[str]) -> None:
         self.getters = getters
         self.found: list[RawFinding] = []
-        self.parents: dict[ast.AST, tuple[ast.AST, str, int]] = {}
-        for node in ast.walk(tree):
-            for name, value in ast.iter_fields(node):
-                children = value if isinstance(value, list) else [value]
-                for index, child in enumerate(children):
-                    if isinstance(child, ast.AST):
-                        self.parents[child] = (node, name, index)
+        self.tree = tree
+        self._parents: dict[ast.AST, tuple[ast.AST, str, int]] = {}
         self._functions: dict[ast.AST, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
         stack: list[tuple[Scope, tuple[Scope, ...]]] = [(tree, ())]
         while stack:
@@ -420,15 +415,23 @@ class _GetterRule:
 
     def _exclusive(self, a: ast.AST, b: ast.AST) -> bool:
         """True when `a` and `b` sit in branches of which at most one runs."""
+        parents = self._parents
+        if not parents:  # built on first need: most modules never get here
+            for node in ast.walk(self.tree):
+                for name, value in ast.iter_fields(node):
+                    children = value if isinstance(value, list) else [value]
+                    for index, child in enumerate(children):
+                        if isinstance(child, ast.AST):
+                            parents[child] = (node, name, index)
         slots_of_a: dict[ast.AST, tuple[str, int]] = {}
         node = a
-        while node in self.parents:
-            parent, name, index = self.parents[node]
+        while node in parents:
+            parent, name, index = parents[node]
             slots_of_a[parent] = (name, index)
             node = parent
         node = b
-        while node in self.parents:
-            parent, name, index = self.parents[node]
+        while node in parents:
+            parent, name, index = parents[node]
             if parent in slots_of_a:
                 return _exclusive_slots(parent, slots_of_a[parent], (name, index))
             node = parent
@@ -487,8 +490,12 @@ def lint_source(
     with warnings.catch_warnings():  # invalid escapes etc. in scanned code are not our output
         warnings.simplefilter("ignore")
         tree = ast.parse(source, filename=path)
-    raw = flow_findings(tree) + _GetterRule(tree, frozenset(getters)).found
-    ignored = suppressions(source)
+    # Each rule needs a word that is rarely absent from code it could flag: skip it cheaply.
+    raw = flow_findings(tree, round_trips="dumps" in source, dead_lengths="len(" in source)
+    wanted = frozenset(g for g in getters if g in source)
+    if wanted:
+        raw += _GetterRule(tree, wanted).found
+    ignored = suppressions(source) if "gilprof" in source else {}
     lines = source.split("\n")
     unique: dict[tuple[str, int, int], RawFinding] = {}
     for finding in raw:

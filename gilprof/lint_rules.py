@@ -120,8 +120,8 @@ class _Flow(Generic[State]):
     def join(self, a: State, b: State) -> State:
         raise NotImplementedError
 
-    def check(self, expr: ast.AST, state: State) -> None:
-        """Report on the uses in `expr` given the state before it runs."""
+    def check(self, evaluated: Sequence[tuple[ast.AST, frozenset[str]]], state: State) -> None:
+        """Report on the uses in an expression's `evaluated` nodes, given the state before it."""
 
     def bind(self, name: str, value: ast.expr | None, state: State) -> State:
         """`name` now holds `value` (None: something the analysis cannot see)."""
@@ -158,9 +158,10 @@ class _Flow(Generic[State]):
     def expr(self, node: ast.AST | None, state: State) -> State:
         if node is None:
             return state
+        evaluated = list(_evaluated(node))
         if not self.muted:
-            self.check(node, state)
-        for sub, _ in _evaluated(node):
+            self.check(evaluated, state)
+        for sub, _ in evaluated:
             if isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name):
                 state = self.bind(sub.target.id, sub.value, state)
         return self.effects(node, state)
@@ -425,10 +426,10 @@ class _RoundTripFlow(_Flow[_Origins]):
             del updated[name]
         return updated
 
-    def check(self, expr: ast.AST, state: _Origins) -> None:
+    def check(self, evaluated: Sequence[tuple[ast.AST, frozenset[str]]], state: _Origins) -> None:
         if not state:
             return
-        for node, shadowed in _evaluated(expr):
+        for node, shadowed in evaluated:
             if not (isinstance(node, ast.Call) and node.args):
                 continue
             if self.names.kind(node.func) not in ("loads", "load"):
@@ -504,13 +505,6 @@ def _is_pure(expr: ast.AST) -> bool:
                               ast.Slice, ast.Load, ast.Tuple)) for n in ast.walk(expr))  # fmt: skip
 
 
-def _guard(test: ast.expr, taken: bool) -> _Guard | None:
-    if not all(isinstance(n, _PURE_TEST_NODES) for n in ast.walk(test)):
-        return None
-    names = frozenset(n.id for n in ast.walk(test) if isinstance(n, ast.Name))
-    return (ast.unparse(test), taken, names)
-
-
 class _DeadLengthFlow(_Flow[_Facts]):
     """Must-analysis: which `n = len(x)` facts hold, killed by rebinding or resizing.
 
@@ -519,16 +513,26 @@ class _DeadLengthFlow(_Flow[_Facts]):
     under `if rank == root:` and compares it under a second `if rank == root:`.
     """
 
-    def __init__(self, report: Callable[[RawFinding], None]) -> None:
+    def __init__(self, report: Callable[[RawFinding], None], local_names: frozenset[str]) -> None:
         super().__init__()
         self.report = report
+        self.local_names = local_names
         self.set_at: dict[tuple[str, str], int] = {}
+        self._guards: dict[ast.expr, tuple[str, frozenset[str]] | None] = {}
+
+    def _guard(self, test: ast.expr, taken: bool) -> _Guard | None:
+        if test not in self._guards:
+            pure = all(isinstance(n, _PURE_TEST_NODES) for n in ast.walk(test))
+            names = frozenset(n.id for n in ast.walk(test) if isinstance(n, ast.Name))
+            self._guards[test] = (ast.unparse(test), names) if pure else None
+        found = self._guards[test]
+        return None if found is None else (found[0], taken, found[1])
 
     def join(self, a: _Facts, b: _Facts) -> _Facts:
         return a & b
 
     def enter_branch(self, test: ast.expr, taken: bool, state: _Facts) -> _Facts:
-        guard = _guard(test, taken)
+        guard = self._guard(test, taken)
         if guard is None:
             return state
         kept: set[_Fact] = set()
@@ -546,7 +550,7 @@ class _DeadLengthFlow(_Flow[_Facts]):
             return body if orelse is None else orelse
         merged = set(body & orelse)
         for taken, mine, other in ((True, body, orelse), (False, orelse, body)):
-            guard = _guard(test, taken)
+            guard = self._guard(test, taken)
             if guard is not None:
                 merged.update((f[0], f[1], guard) for f in mine - other if f[2] is None)
         return frozenset(merged)
@@ -580,6 +584,8 @@ class _DeadLengthFlow(_Flow[_Facts]):
             node, parent, grand = stack.pop()
             if isinstance(node, ast.Lambda):
                 continue
+            if self._may_run_other_code(node):  # which can resize what it can reach
+                state = frozenset(f for f in state if f[1] in self.local_names)
             if (
                 isinstance(node, ast.Name)
                 and node.id in containers
@@ -589,6 +595,12 @@ class _DeadLengthFlow(_Flow[_Facts]):
                 state = self._drop(state, node.id)
             stack.extend((child, node, parent) for child in ast.iter_child_nodes(node))
         return state
+
+    @staticmethod
+    def _may_run_other_code(node: ast.AST) -> bool:
+        if isinstance(node, ast.Call):
+            return _call_name(node) not in _LENGTH_PRESERVING_CALLS
+        return isinstance(node, (ast.Await, ast.Yield, ast.YieldFrom))
 
     @staticmethod
     def _keeps_length(node: ast.Name, parent: ast.AST, grand: ast.AST | None) -> bool:
@@ -605,8 +617,10 @@ class _DeadLengthFlow(_Flow[_Facts]):
             return parent.value is node and isinstance(parent.ctx, ast.Load)
         return isinstance(parent, ast.comprehension) and parent.iter is node
 
-    def check(self, expr: ast.AST, state: _Facts) -> None:
-        for node, shadowed in _evaluated(expr):
+    def check(self, evaluated: Sequence[tuple[ast.AST, frozenset[str]]], state: _Facts) -> None:
+        if not state and not any(isinstance(node, ast.Compare) for node, _ in evaluated):
+            return
+        for node, shadowed in evaluated:
             if not isinstance(node, ast.Compare):
                 continue
             left = node.left
@@ -642,11 +656,37 @@ class _DeadLengthFlow(_Flow[_Facts]):
         return None
 
 
-def flow_findings(tree: ast.Module) -> list[RawFinding]:
-    """GP001 and GP003 findings in one parsed module (possibly repeated; the caller dedupes)."""
+def _local_names(scope: Scope) -> frozenset[str]:
+    """Names only this scope binds: code it calls cannot rebind or reach them unless passed."""
+    if isinstance(scope, ast.Module):
+        return frozenset()
+    names: set[str] = set()
+    if isinstance(scope, FUNCTION_NODES):
+        arguments = scope.args
+        every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+        every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+        names.update(a.arg for a in every)
+    shared: set[str] = set()
+    for node in own_nodes(scope.body, into_lambdas=False):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            shared.update(node.names)
+    return frozenset(names - shared)
+
+
+def flow_findings(
+    tree: ast.Module, *, round_trips: bool = True, dead_lengths: bool = True
+) -> list[RawFinding]:
+    """GP001 (`round_trips`) and GP003 (`dead_lengths`) findings in one parsed module.
+
+    A finding may be reported more than once (loops are re-run); the caller deduplicates.
+    """
     found: list[RawFinding] = []
     names = PickleNames(tree)
     for scope in scope_bodies(tree):
-        _RoundTripFlow(names, found.append).run(scope.body, {})
-        _DeadLengthFlow(found.append).run(scope.body, frozenset())
+        if round_trips:
+            _RoundTripFlow(names, found.append).run(scope.body, {})
+        if dead_lengths:
+            _DeadLengthFlow(found.append, _local_names(scope)).run(scope.body, frozenset())
     return found

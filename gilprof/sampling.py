@@ -117,3 +117,29 @@ def run_session(target: Target, backend: Backend, options: SessionOptions,
         messages=tuple(messages),
     )
     return profile
+
+
+def run_sessions(targets: list[Target], backend: Backend, options: SessionOptions,
+                 stop: threading.Event, on_window: WindowCallback | None = None,
+                 ) -> list[Profile | Exception]:
+    """One session per target, concurrently (one sampler process each), same stop event.
+
+    A rank that fails (exited before sampling, unreadable) yields its exception in place of
+    a profile, so the other ranks' profiles are still written.
+    """
+    results: list[Profile | Exception] = [RuntimeError("not run")] * len(targets)
+
+    def work(index: int, target: Target) -> None:
+        try:
+            results[index] = run_session(target, backend, options, stop, on_window)
+        except Exception as exc:  # reported per rank by the caller
+            results[index] = exc
+
+    threads = [threading.Thread(target=work, args=(i, t), name=f"gilprof-rank-{t.rank}", daemon=True)
+               for i, t in enumerate(targets)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.1)  # short joins keep the main thread responsive to signals
+    return results

@@ -7,6 +7,7 @@ skipped, never fatal, because real logs interleave them with everything else the
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -289,7 +290,12 @@ def _open_log(path: str) -> IO[bytes]:
     if path == "-":
         return sys.stdin.buffer
     try:
-        return open(path, "rb")
+        # O_NONBLOCK so that a FIFO without a writer cannot hang the open; cleared at once so
+        # reads from a live pipe (process substitution) still block for data as usual.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:

@@ -16,17 +16,17 @@ from typing import Any
 import click
 
 from gilprof.attribution import attribute
-from gilprof.backends import BACKEND_NAMES, SamplerSettings, WindowResult, get_backend
+from gilprof.backends import BACKEND_NAMES, Backend, SamplerSettings, WindowResult, get_backend
 from gilprof.cli._recipe import given, recipe_option
-from gilprof.discover import ProcessInfo, resolve_target
-from gilprof.errors import GilprofError, UsageError
+from gilprof.discover import ProcessInfo, parse_rank_selection, resolve_ranks, resolve_target
+from gilprof.errors import GilprofError, TargetError, UsageError
 from gilprof.launch import LaunchedJob
 from gilprof.model import Mode, Target
 from gilprof.procs import python_version_of
 from gilprof.profile import Profile
 from gilprof.recipes import Recipe
 from gilprof.redact import redact_cmdline
-from gilprof.sampling import DEFAULT_WINDOW_S, SessionOptions, run_session
+from gilprof.sampling import DEFAULT_WINDOW_S, SessionOptions, run_session, run_sessions
 
 EXIT_INTERRUPTED = 130
 
@@ -116,6 +116,8 @@ class LiveStatus:
 
 
 @click.command("attach", context_settings={"ignore_unknown_options": True})
+@click.option("--ranks", metavar="all|local|N-M|N,M",
+              help="Sample several ranks at once (one sampler each); -o is then a folder.")
 @click.option("--pid", type=int, help="Sample this PID; a shell or launcher PID resolves to its Python descendants.")
 @click.option("--rank", type=int, help="Global rank to sample (default 0 when a job is found).")
 @click.option("--job", type=int, help="Only consider descendants of this launcher PID.")
@@ -129,13 +131,13 @@ class LiveStatus:
 @click.option("--window", type=click.FloatRange(min=0.2), default=DEFAULT_WINDOW_S, show_default=True,
               help="Seconds per sampling window (the unit of time for confidence intervals).")
 @click.option("--backend", type=click.Choice(BACKEND_NAMES), default="py-spy", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Profile file (default gilprof-rank<R>-<pid>-<time>.json).")
+@click.option("-o", "--output", type=click.Path(), help="Profile file (default gilprof-rank<R>-<pid>-<time>.json); a folder with --ranks.")
 @click.option("--wait-timeout", type=float, default=60.0, show_default=True, help="Launch mode: seconds to wait for the rank to start.")
 @click.option("--keep-cmdline", is_flag=True, help="Keep secret-looking command-line values (redacted by default).")
 @recipe_option
 @click.option("-q", "--quiet", is_flag=True, help="No live status line.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(pid: int | None, rank: int | None, job: int | None, match: str | None,
+def command(ranks: str | None, pid: int | None, rank: int | None, job: int | None, match: str | None,
             duration: float | None, rate: int, mode: str, native: bool, blocking: bool,
             window: float, backend: str, output: str | None, wait_timeout: float,
             keep_cmdline: bool, recipe: Recipe | None, quiet: bool, command: tuple[str, ...]) -> None:
@@ -146,6 +148,7 @@ def command(pid: int | None, rank: int | None, job: int | None, match: str | Non
       gilprof attach --rank 0 -d 20 -o rank0.json      # rank 0 of the job on this host
       gilprof attach --pid 4242 -d 20                  # a shell or mpiexec PID resolves to its ranks
       gilprof attach --job $(pgrep -n mpiexec) --rank 3
+      gilprof attach --ranks all -d 20 -o prof/       # every local rank, one profile each
     Launch a job and sample it (exits with the job's exit code):
       gilprof attach --rank 0 -o rank0.json -- mpiexec -n 4 python app.py
 
@@ -165,12 +168,14 @@ def command(pid: int | None, rank: int | None, job: int | None, match: str | Non
         native = native if given(ctx, "native") or defaults.native is None else defaults.native
     if command and pid is not None:
         raise UsageError("give either --pid or a command to launch, not both")
+    if ranks is not None and (pid is not None or rank is not None):
+        raise UsageError("--ranks selects ranks itself; do not combine it with --pid or --rank")
     if native and not blocking:
         blocking = True  # py-spy cannot walk native stacks without pausing the target
     settings = SamplerSettings(mode=Mode(mode), rate_hz=float(rate), native=native, blocking=blocking)
     sampler = get_backend(backend)
     sampler.version()  # fail before launching anything if the sampler is missing
-    if output:
+    if output and ranks is None:
         check_output_writable(output)
 
     job_ref: list[LaunchedJob] = []
@@ -179,25 +184,30 @@ def command(pid: int | None, rank: int | None, job: int | None, match: str | Non
         for launched in job_ref:
             launched.forward(signum)
 
+    options = SessionOptions(settings=settings, duration=duration, window_s=window)
     with stop_on_signals(forward) as stop:
         launched = LaunchedJob(command) if command else None
         if launched:
             job_ref.append(launched)
         try:
-            if launched:
-                info = launched.wait_for_rank(rank, match, wait_timeout, stop, parent_match)
+            if ranks is not None:
+                infos = _wait_for_ranks(launched, ranks, job, match, parent_match, wait_timeout, stop)
+                profiles = _sample_many(infos, sampler, options, stop, output, keep_cmdline)
             else:
-                info = resolve_target(pid=pid, rank=rank, job=job, match=match,
-                                      parent_match=parent_match)
-            path = output or default_output(info)
-            check_output_writable(path)
-            target = make_target(info, keep_cmdline)
-            label = f"pid {info.pid} rank {'?' if info.rank is None else info.rank}"
-            options = SessionOptions(settings=settings, duration=duration, window_s=window)
-            with LiveStatus(label, enabled=not quiet and sys.stderr.isatty()) as status:
-                profile = run_session(target, sampler, options, stop, on_window=status.update)
-            profile.save(path)
-            _summarize(profile, path)
+                if launched:
+                    info = launched.wait_for_rank(rank, match, wait_timeout, stop, parent_match)
+                else:
+                    info = resolve_target(pid=pid, rank=rank, job=job, match=match,
+                                          parent_match=parent_match)
+                path = output or default_output(info)
+                check_output_writable(path)
+                label = f"pid {info.pid} rank {'?' if info.rank is None else info.rank}"
+                with LiveStatus(label, enabled=not quiet and sys.stderr.isatty()) as status:
+                    profile = run_session(make_target(info, keep_cmdline), sampler, options, stop,
+                                          on_window=status.update)
+                profile.save(path)
+                _summarize(profile, path)
+                profiles = [profile]
         except GilprofError:
             if launched:
                 launched.shutdown()
@@ -209,8 +219,59 @@ def command(pid: int | None, rank: int | None, job: int | None, match: str | Non
             else:
                 launched.wait()
             click.get_current_context().exit(launched.exit_code)
-    if profile.sampling.partial and stop.is_set():
+    if stop.is_set() and any(p.sampling.partial for p in profiles):
         click.get_current_context().exit(EXIT_INTERRUPTED)
+
+
+def _wait_for_ranks(launched: LaunchedJob | None, selection: str, job: int | None,
+                    match: str | None, parent_match: str | None, timeout: float,
+                    stop: threading.Event) -> list[ProcessInfo]:
+    if launched is None:
+        return resolve_ranks(selection, job=job, match=match, parent_match=parent_match)
+    wanted = parse_rank_selection(selection)
+    deadline = time.monotonic() + timeout
+    last = "no ranks started yet"
+    while time.monotonic() < deadline and not stop.is_set():
+        if launched.proc.poll() is not None:
+            raise TargetError(f"the job exited with code {launched.proc.returncode} before its ranks "
+                              "could be sampled")
+        try:
+            infos = resolve_ranks(selection, job=launched.pid, match=match, parent_match=parent_match)
+            sizes = {i.world_size for i in infos if i.world_size}
+            expected = wanted if wanted is not None else set(range(max(sizes))) if sizes else None
+            if expected is None or expected <= {i.rank for i in infos}:
+                return infos
+            last = f"{len(infos)} of {len(expected)} ranks started"
+        except TargetError as exc:
+            last = str(exc)
+        stop.wait(0.1)
+    raise TargetError(f"timed out waiting for the job's ranks: {last}")
+
+
+def _sample_many(infos: list[ProcessInfo], sampler: Backend, options: SessionOptions,
+                 stop: threading.Event, output: str | None, keep_cmdline: bool) -> list[Profile]:
+    folder = output or f"gilprof-{datetime.now():%Y%m%d-%H%M%S}"
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"with --ranks, -o names a folder; {folder} is a file")
+    os.makedirs(folder, exist_ok=True)
+    check_output_writable(os.path.join(folder, "x.json"))
+    targets = [make_target(info, keep_cmdline) for info in infos]
+    click.echo(f"gilprof: sampling {len(targets)} ranks: "
+               + ", ".join(f"rank {t.rank} (pid {t.pid})" for t in targets), err=True)
+    results = run_sessions(targets, sampler, options, stop)
+    profiles = []
+    for target, result in zip(targets, results, strict=True):
+        rank = "x" if target.rank is None else target.rank
+        if isinstance(result, Exception):
+            click.echo(f"gilprof: rank {rank} (pid {target.pid}) not sampled: {result}", err=True)
+            continue
+        path = os.path.join(folder, f"rank{rank}-{target.pid}.json")
+        result.save(path)
+        _summarize(result, path)
+        profiles.append(result)
+    if not profiles:
+        raise TargetError("no rank could be sampled")
+    return profiles
 
 
 def _summarize(profile: Profile, path: str) -> None:

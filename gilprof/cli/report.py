@@ -8,14 +8,16 @@ import click
 
 from gilprof.attribution import DEFAULT_WATCH, attribute
 from gilprof.cli._recipe import recipe_option
-from gilprof.profile import Profile
+from gilprof.errors import UsageError
+from gilprof.profile import load_profiles, write_text_atomic
+from gilprof.ranks import compare_ranks
 from gilprof.recipes import Recipe
 from gilprof.renderers import formats, render
 from gilprof.renderers.report import ReportData
 
 
 @click.command("report")
-@click.argument("profile", type=click.Path(dir_okay=True))
+@click.argument("profiles", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", default="table", show_default=True,
               help="table, json, markdown, collapsed (flamegraph.pl/inferno) or speedscope.")
 @click.option("--top", type=click.IntRange(min=1), help="Show only the N functions with the largest total share.")
@@ -26,7 +28,7 @@ from gilprof.renderers.report import ReportData
 @click.option("--no-default-watch", is_flag=True, help="Do not watch safe_broadcast and _balance_requests_across_ranks.")
 @recipe_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
-def command(profile: str, fmt: str, top: int | None, by_thread: bool, thread_pattern: str | None,
+def command(profiles: tuple[str, ...], fmt: str, top: int | None, by_thread: bool, thread_pattern: str | None,
             lines: bool, watch: tuple[str, ...], no_default_watch: bool, recipe: Recipe | None,
             output: str | None) -> None:
     """Attribute sampled GIL time to threads and functions, from a saved profile.
@@ -38,25 +40,33 @@ def command(profile: str, fmt: str, top: int | None, by_thread: bool, thread_pat
       gilprof report rank0.json --thread executor --lines
       gilprof report rank0.json --format json         # the gilprof.report/1 contract
       gilprof report rank0.json --format speedscope -o rank0.speedscope.json
+      gilprof report prof/rank*.json                  # ranks side by side, rank-0 excess
 
     \b
     total share: fraction of ticks at which the GIL holder had the function on its stack;
     self share: ... had it on top; seconds = share x sampled duration.
     """
-    if fmt not in formats("report"):
-        from gilprof.errors import UsageError
-
-        raise UsageError(f"unknown format {fmt!r}; known: {', '.join(formats('report'))}")
-    loaded = Profile.load(profile)
+    loaded_all = [p for path in profiles for p in load_profiles(path)]
+    kind = "report" if len(loaded_all) == 1 else "ranks"
+    if fmt not in formats(kind):
+        raise UsageError(f"unknown format {fmt!r} for {'one profile' if kind == 'report' else 'several profiles'}; "
+                         f"known: {', '.join(formats(kind))}")
     watched = (() if no_default_watch else DEFAULT_WATCH) + (recipe.watch_names() if recipe else ()) + watch
+    color = output is None and sys.stdout.isatty()
+    if kind == "ranks":
+        text = render("ranks", fmt, compare_ranks(loaded_all, top=top or 25, watch=watched), color=color)
+        _emit(text, output)
+        return
+    loaded = loaded_all[0]
     attribution = attribute(loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern,
                             watch=watched, top=top)
-    color = output is None and sys.stdout.isatty()
     notes = {w.function: (w.why, w.fix) for w in recipe.watch} if recipe else {}
     text = render("report", fmt, ReportData(loaded, attribution, lines, notes), color=color)
-    if output:
-        from gilprof.profile import write_text_atomic
+    _emit(text, output)
 
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
         write_text_atomic(output, text)
     else:
         click.echo(text, nl=False)

@@ -22,6 +22,7 @@ _RENDERER_MODULES = (
     "gilprof.renderers.steps",
     "gilprof.renderers.compare",
     "gilprof.renderers.gate",
+    "gilprof.renderers.ranks",
 )
 
 

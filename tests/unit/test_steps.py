@@ -183,6 +183,19 @@ def test_lines_without_a_usable_host_time_are_skipped(line: str) -> None:
     assert parser.skipped_lines == 1
 
 
+def test_absurdly_long_numbers_never_reach_int() -> None:
+    huge = "9" * 5000  # int() refuses strings this long on Python 3.11+
+    parser = StepParser()
+    lines = [
+        f"iter = {huge}, host_step_time = 5ms",
+        f"iter = 1, global_rank = {huge}, rank = 2, host_step_time = 5ms",
+        f'{{"host_step_ms": 1, "iter": "{huge}", "rank": "{huge}"}}',
+    ]
+    records = list(parser.parse(lines))
+    assert parser.skipped_lines == 1
+    assert [(r.rank, r.iteration) for r in records] == [(2, 1), (0, 0)]
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.text(max_size=300))
 def test_parser_never_raises_on_arbitrary_text(text: str) -> None:
@@ -242,13 +255,26 @@ def test_path_through_a_file_raises_input_error(tmp_path: Path) -> None:
         read_step_log(tmp_path / "plain" / "child.log")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files regardless of their mode")
-def test_unreadable_file_raises_input_error(tmp_path: Path) -> None:
+def test_unreadable_file_raises_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tests run as root, which reads any file whatever its mode: make the open itself refuse.
+    import gilprof.steps as steps_module
+
+    def refuse(*_args: object, **_kwargs: object) -> int:
+        raise PermissionError(13, "Permission denied")
+
     path = tmp_path / "secret.log"
     path.write_text(CLASSIC + "\n")
-    path.chmod(0)
+    stream = read_step_log(path)
+    monkeypatch.setattr(steps_module.os, "open", refuse)
     with pytest.raises(InputError, match="permission denied"):
-        read_step_log(path)
+        list(stream)
+
+
+def test_fifo_without_writer_does_not_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="no iteration lines"):
+        summarize_logs([fifo])
 
 
 def test_binary_file_yields_only_skipped_lines(tmp_path: Path) -> None:
@@ -435,6 +461,7 @@ def test_100_mb_log_streams_with_flat_memory(tmp_path: Path) -> None:
         peak_growth = tracemalloc.get_traced_memory()[1] - baseline
     finally:
         tracemalloc.stop()
+        path.unlink()  # pytest keeps recent tmp dirs; do not leave 100 MB behind
     elapsed = time.perf_counter() - started
 
     steps = report.ranks[0]
