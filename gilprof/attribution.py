@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gilprof.model import Frame, Mode
+from gilprof.model import Frame, Mode, ThreadState
 from gilprof.profile import Profile
 
 DEFAULT_WATCH = ("safe_broadcast", "_balance_requests_across_ranks")
@@ -113,7 +113,8 @@ def attribute(profile: Profile, *, by_thread: bool = False, lines: bool = False,
               thread_pattern: str | None = None, watch: Iterable[str] = DEFAULT_WATCH,
               top: int | None = None) -> Attribution:
     mode = profile.sampling.mode
-    per_thread = by_thread or mode is not Mode.GIL
+    gil_known = mode.knows_gil
+    per_thread = by_thread or not gil_known
     ticks = profile.sampling.ticks
     duration = profile.sampling.duration_s
     allowed = _thread_filter(profile, thread_pattern)
@@ -128,6 +129,8 @@ def attribute(profile: Profile, *, by_thread: bool = False, lines: bool = False,
     samples = 0
     for index, count in profile.total_counts().items():
         stack = profile.stacks[index]
+        if mode is Mode.CONTENTION and stack.state is not ThreadState.HELD:
+            continue  # shares are of GIL-held time; the other states are in contention.py
         samples += count
         thread_samples[stack.tid] = thread_samples.get(stack.tid, 0) + count
         if allowed is not None and stack.tid not in allowed:
@@ -176,7 +179,7 @@ def attribute(profile: Profile, *, by_thread: bool = False, lines: bool = False,
         for name in watch_names
     )
     held = sum(thread_samples.values())
-    utilization = share(held) if mode is Mode.GIL else None
+    utilization = share(held) if gil_known else None
     return Attribution(mode, ticks, duration, samples, utilization, tuple(threads),
                        tuple(functions), watched, per_thread)
 
@@ -189,13 +192,16 @@ def window_function_counts(profile: Profile, *, by_thread: bool = False, lines: 
     label is part of the key only with by_thread. A key "<held:THREAD>" pseudo-function per
     thread carries the thread's held samples, and "<gil>" the GIL-held samples.
     """
-    per_thread = by_thread or profile.sampling.mode is not Mode.GIL
+    per_thread = by_thread or not profile.sampling.mode.knows_gil
+    contention = profile.sampling.mode is Mode.CONTENTION
     keys_cache: dict[int, set[tuple[str, str, int, str | None]]] = {}
     ticks: list[float] = []
     counts: list[dict[tuple[str, str, int, str | None], int]] = []
     for window in profile.windows:
         tally: dict[tuple[str, str, int, str | None], int] = {}
         for index, count in window.counts.items():
+            if contention and profile.stacks[index].state is not ThreadState.HELD:
+                continue
             keys = keys_cache.get(index)
             if keys is None:
                 stack = profile.stacks[index]

@@ -116,7 +116,7 @@ def _window_watch_counts(profile: Profile, names: Sequence[str]) -> list[dict[st
 
 
 def _self_counts(profile: Profile, by_thread: bool) -> dict[tuple[str, str, str | None], int]:
-    per_thread = by_thread or profile.sampling.mode is not Mode.GIL
+    per_thread = by_thread or not profile.sampling.mode.knows_gil
     out: dict[tuple[str, str, str | None], int] = {}
     for index, count in profile.total_counts().items():
         frames = profile.stack_frames(index)
@@ -153,7 +153,7 @@ def compare_profiles(before: Profile, after: Profile, *, by_thread: bool = False
     b = _Side(before, by_thread, watch_names, max_batches)
     a = _Side(after, by_thread, watch_names, max_batches)
 
-    gil_mode = before.sampling.mode is Mode.GIL
+    gil_mode = before.sampling.mode.knows_gil
     utilization = None
     if gil_mode:
         utilization = _change(b, a, ("<gil>", "", 0, None), confidence, "GIL utilization", "", None)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from gilprof.attribution import attribute
 from gilprof.compare import compare_profiles
 from gilprof.errors import UsageError
-from gilprof.model import Mode
 from gilprof.profile import Profile
 from gilprof.recipes import GateBudgets
 from gilprof.steps import RankSteps
@@ -61,7 +60,7 @@ def evaluate(profile: Profile, budgets: GateBudgets, *, baseline: Profile | None
         results.append(BudgetResult(f"max-share:{function}", f"total GIL share of {function}",
                                     measured, limit, "%", measured <= limit, detail))
     if budgets.max_utilization is not None:
-        if profile.sampling.mode is not Mode.GIL:
+        if not profile.sampling.mode.knows_gil:
             raise UsageError(f"--max-utilization needs a gil-mode profile; this one is "
                              f"{profile.sampling.mode} mode")
         measured = 100 * (attribution.utilization or 0.0)

@@ -385,8 +385,8 @@ class _GetterRule:
             iterable = short(loop.iterable) if loop.iterable is not None else "the items"
             self._report(
                 read,
-                f"again for each item of `{iterable}`; the sort key already read it at "
-                f"line {earlier.node.lineno}",
+                f"for each item of `{iterable}` after the sort key read it at line "
+                f"{earlier.node.lineno}",
             )
 
     def _repeats(self, body: _Body) -> None:
@@ -409,7 +409,7 @@ class _GetterRule:
                 if not rebound and not self._exclusive(first.node, later.node):
                     self._report(
                         later,
-                        f"again in the same {where} at line {body.line} (first read at line "
+                        f"in the same {where} at line {body.line} (first at line "
                         f"{first.node.lineno})",
                     )
 
@@ -443,7 +443,7 @@ class _GetterRule:
                 "GP002",
                 read.node.lineno,
                 read.node.col_offset,
-                f"`{short(read.node)}` copies on every access and is read {where}",
+                f"`{short(read.node)}` copies on every access; read again {where}",
             )
         )
 

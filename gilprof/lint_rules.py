@@ -61,14 +61,14 @@ def own_nodes(roots: Iterable[ast.AST], *, into_lambdas: bool = True) -> Iterato
 Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
 
-def scope_bodies(tree: ast.Module) -> Iterator[Scope]:
-    """The module, then every class and function in it, each once."""
+def scope_bodies(tree: ast.Module) -> Iterator[tuple[Scope, list[ast.AST]]]:
+    """The module, then every class and function in it, each with its `own_nodes`."""
     stack: list[Scope] = [tree]
     while stack:
         scope = stack.pop()
-        yield scope
-        nested = [n for n in own_nodes(scope.body) if isinstance(n, SCOPE_NODES)]
-        stack.extend(reversed(nested))
+        nodes = list(own_nodes(scope.body))
+        yield scope, nodes
+        stack.extend(reversed([n for n in nodes if isinstance(n, SCOPE_NODES)]))
 
 
 def _target_names(target: ast.AST) -> set[str]:
@@ -443,9 +443,9 @@ class _RoundTripFlow(_Flow[_Origins]):
                     "GP001",
                     node.lineno,
                     node.col_offset,
-                    f"`{short(node)}` unpickles the bytes this code pickled at line "
-                    f"{dumps_call.lineno} (`{short(dumps_call.func)}`): a full deep copy of the "
-                    "payload on every call, though the sender already holds the object",
+                    f"`{short(node)}` unpickles what `{short(dumps_call.func)}` pickled at "
+                    f"line {dumps_call.lineno}: a deep copy of the payload per call, of an "
+                    "object the sender already holds",
                 )
             )
 
@@ -649,14 +649,11 @@ class _DeadLengthFlow(_Flow[_Facts]):
                 continue
             line = self.set_at.get((length.id, other.id))
             where = f" at line {line}" if line else ""
-            return (
-                f"{length.id} was set to len({other.id}){where} and neither has changed since, "
-                "so the check can never fire"
-            )
+            return f"{length.id} = len({other.id}){where}, and neither has changed since"
         return None
 
 
-def _local_names(scope: Scope) -> frozenset[str]:
+def _local_names(scope: Scope, nodes: list[ast.AST]) -> frozenset[str]:
     """Names only this scope binds: code it calls cannot rebind or reach them unless passed."""
     if isinstance(scope, ast.Module):
         return frozenset()
@@ -667,7 +664,7 @@ def _local_names(scope: Scope) -> frozenset[str]:
         every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
         names.update(a.arg for a in every)
     shared: set[str] = set()
-    for node in own_nodes(scope.body, into_lambdas=False):
+    for node in nodes:
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             names.add(node.id)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
@@ -683,10 +680,12 @@ def flow_findings(
     A finding may be reported more than once (loops are re-run); the caller deduplicates.
     """
     found: list[RawFinding] = []
-    names = PickleNames(tree)
-    for scope in scope_bodies(tree):
-        if round_trips:
+    names = PickleNames(tree) if round_trips else None
+    for scope, nodes in scope_bodies(tree):
+        calls = [n for n in nodes if isinstance(n, ast.Call)]
+        if names is not None and any(names.kind(call.func) == "dumps" for call in calls):
             _RoundTripFlow(names, found.append).run(scope.body, {})
-        if dead_lengths:
-            _DeadLengthFlow(found.append, _local_names(scope)).run(scope.body, frozenset())
+        if dead_lengths and any(_len_argument(call) is not None for call in calls):
+            flow = _DeadLengthFlow(found.append, _local_names(scope, nodes))
+            flow.run(scope.body, frozenset())
     return found

@@ -17,9 +17,15 @@ class Mode(str, Enum):
     GIL = "gil"  # only the thread holding the GIL
     WALL = "wall"  # every thread, idle ones included
     CPU = "cpu"  # threads the sampler sees as active
+    CONTENTION = "contention"  # every thread with native frames: held, waiting, native, idle
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def knows_gil(self) -> bool:
+        """Whether samples say which thread held the GIL."""
+        return self in (Mode.GIL, Mode.CONTENTION)
 
 
 class ThreadState(str, Enum):
@@ -28,6 +34,10 @@ class ThreadState(str, Enum):
     HELD = "held"  # held the GIL
     ACTIVE = "active"  # running, GIL state not recorded
     UNKNOWN = "unknown"  # idle or running: wall-mode sample without GIL state
+    WAITING = "waiting"  # blocked acquiring the GIL
+    NATIVE = "native"  # running native code that released the GIL
+    IDLE = "idle"  # sleeping, or blocked on I/O or a lock
+    UNCLASSIFIED = "unclassified"  # native frames that name no known state
 
     def __str__(self) -> str:
         return self.value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -29,10 +30,8 @@ def python_version_of(pid: int) -> str:
         candidates = [proc.exe()]
     except (psutil.Error, OSError):
         return ""
-    try:
+    with contextlib.suppress(psutil.Error, OSError):
         candidates += [m.path for m in proc.memory_maps(grouped=True) if "python" in m.path]
-    except (psutil.Error, OSError):
-        pass
     for path in candidates:
         found = re.search(r"versions/(\d+\.\d+\.\d+)", path)
         if found:

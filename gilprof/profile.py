@@ -38,6 +38,8 @@ class Window:
     t1: float
     ticks: float
     counts: dict[int, int] = field(default_factory=dict)  # stack index -> samples
+    # contention mode: (tid, stack index, t0, t1) runs of one stack, all threads on one clock
+    spans: list[tuple[int, int, float, float]] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -73,15 +75,22 @@ class Profile:
             self._stack_index[stack] = index
         return index
 
-    def add_window(self, t0: float, t1: float, ticks: float, samples: Iterable[Sample]) -> Window:
+    def add_window(self, t0: float, t1: float, ticks: float, samples: Iterable[Sample],
+                   spans: Iterable[tuple[Sample, float, float]] = ()) -> Window:
+        """Counts per stack; `spans` (sample, start, end) in seconds on the window's clock."""
         window = Window(t0, t1, ticks)
         for sample in samples:
-            if sample.thread_name or sample.tid not in self.threads:
-                self.threads[sample.tid] = sample.thread_name
-            index = self.intern_stack(sample.tid, sample.state, sample.frames)
+            index = self._intern_sample(sample)
             window.counts[index] = window.counts.get(index, 0) + sample.count
+        for sample, start, end in spans:
+            window.spans.append((sample.tid, self._intern_sample(sample), t0 + start, t0 + end))
         self.windows.append(window)
         return window
+
+    def _intern_sample(self, sample: Sample) -> int:
+        if sample.thread_name or sample.tid not in self.threads:
+            self.threads[sample.tid] = sample.thread_name
+        return self.intern_stack(sample.tid, sample.state, sample.frames)
 
     def finish(self, **changes: Any) -> None:
         """Fold window totals into the sampling metadata (plus any explicit changes)."""
@@ -133,12 +142,16 @@ class Profile:
             "threads": [{"tid": tid, "name": name} for tid, name in sorted(self.threads.items())],
             "frames": [[f.name, f.file, f.line] for f in self.frames],
             "stacks": [[s.tid, str(s.state), list(s.frames)] for s in self.stacks],
-            "windows": [
-                {"t0": round(w.t0, 6), "t1": round(w.t1, 6), "ticks": w.ticks,
-                 "counts": [[i, c] for i, c in sorted(w.counts.items())]}
-                for w in self.windows
-            ],
+            "windows": [self._window_dict(w) for w in self.windows],
         }
+
+    @staticmethod
+    def _window_dict(w: Window) -> dict[str, Any]:
+        out: dict[str, Any] = {"t0": round(w.t0, 6), "t1": round(w.t1, 6), "ticks": w.ticks,
+                               "counts": [[i, c] for i, c in sorted(w.counts.items())]}
+        if w.spans:
+            out["spans"] = [[tid, stack, round(a, 6), round(b, 6)] for tid, stack, a, b in w.spans]
+        return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
         write_json_atomic(path, self.to_dict())
@@ -282,6 +295,11 @@ class _ProfileReader:
                 if not 0 <= index < nstacks or count < 0:
                     raise self.fail(f"windows[{i}].counts: bad entry {pair!r}")
                 window.counts[index] = window.counts.get(index, 0) + count
+            for span in self._list(entry, "spans", default=[]):
+                tid, index, a, b = int(span[0]), int(span[1]), float(span[2]), float(span[3])
+                if not 0 <= index < nstacks or not (math.isfinite(a) and math.isfinite(b)) or b < a:
+                    raise self.fail(f"windows[{i}].spans: bad entry {span!r}")
+                window.spans.append((tid, index, a, b))
             profile.windows.append(window)
         profile.finish()
         return profile
@@ -399,4 +417,6 @@ def _append_windows(into: Profile, source: Profile, offset: float) -> None:
              for i, s in enumerate(source.stacks)}
     for window in source.windows:
         into.windows.append(Window(window.t0 + offset, window.t1 + offset, window.ticks,
-                                   {remap[i]: c for i, c in window.counts.items()}))
+                                   {remap[i]: c for i, c in window.counts.items()},
+                                   [(tid, remap[i], a + offset, b + offset)
+                                    for tid, i, a, b in window.spans]))

@@ -90,7 +90,8 @@ def run_session(target: Target, backend: Backend, options: SessionOptions,
             origin = result.t0
         ticks, source = backend.ticks(result, settings)
         ticks_sources.add(source)
-        profile.add_window(result.t0 - origin, result.t1 - origin, ticks, result.samples)
+        profile.add_window(result.t0 - origin, result.t1 - origin, ticks, result.samples,
+                           result.spans)
         errors += result.errors
         messages.extend(result.messages)
         if on_window is not None:

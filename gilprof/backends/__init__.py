@@ -5,7 +5,7 @@ from __future__ import annotations
 from gilprof.backends.base import Backend, SamplerSettings, WindowResult
 from gilprof.errors import UsageError
 
-BACKEND_NAMES = ("py-spy",)
+BACKEND_NAMES = ("py-spy", "austin")
 
 
 def get_backend(name: str) -> Backend:
@@ -13,6 +13,10 @@ def get_backend(name: str) -> Backend:
         from gilprof.backends.pyspy import PySpyBackend
 
         return PySpyBackend()
+    if name == "austin":
+        from gilprof.backends.austin import AustinBackend
+
+        return AustinBackend()
     raise UsageError(f"unknown backend {name!r}; known: {', '.join(BACKEND_NAMES)}")
 
 

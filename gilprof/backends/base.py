@@ -27,6 +27,8 @@ class WindowResult:
     t0: float  # monotonic clock, when sampling started
     t1: float  # monotonic clock, when sampling stopped
     samples: list[Sample] = field(default_factory=list)
+    # contention mode: (sample, start, end) seconds since sampling started, all threads aligned
+    spans: list[tuple[Sample, float, float]] = field(default_factory=list)
     sampler_samples: int | None = None  # what the sampler said it recorded
     errors: int = 0
     target_exited: bool = False

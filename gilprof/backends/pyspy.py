@@ -14,6 +14,7 @@ of time; see README "Definitions".
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 from gilprof.backends.base import Backend, SamplerSettings, WindowResult
 from gilprof.errors import PermissionDenied, SamplerError
@@ -97,6 +99,7 @@ class PySpyBackend(Backend):
     def __init__(self, binary: str | None = None) -> None:
         self.binary = binary or find_pyspy()
         self._version: str | None = None
+        self._names: dict[int, dict[int, tuple[int, str]]] = {}  # pid -> pthread -> (tid, name)
 
     def version(self) -> str:
         if self._version is None:
@@ -116,7 +119,12 @@ class PySpyBackend(Backend):
         return self._version
 
     def command(self, pid: int, settings: SamplerSettings, output: str) -> list[str]:
-        cmd = [self.binary, "record", "--pid", str(pid), "--rate", str(round(settings.rate_hz)),
+        rate = str(round(settings.rate_hz))
+        if settings.mode is Mode.CONTENTION:
+            # Every thread at every tick, with native frames (py-spy then pauses the target).
+            return [self.binary, "record", "--pid", str(pid), "--rate", rate, "--format",
+                    "chrometrace", "--output", output, "--full-filenames", "--native", "--idle"]
+        cmd = [self.binary, "record", "--pid", str(pid), "--rate", rate,
                "--format", "raw", "--output", output, "--threads", "--full-filenames"]
         if settings.mode is Mode.GIL:
             cmd.append("--gil")
@@ -140,8 +148,8 @@ class PySpyBackend(Backend):
 
     def sample_window(self, pid: int, settings: SamplerSettings, seconds: float | None,
                       stop: threading.Event) -> WindowResult:
-        state = ThreadState.HELD if settings.mode is Mode.GIL else (
-            ThreadState.UNKNOWN if settings.mode is Mode.WALL else ThreadState.ACTIVE)
+        state = {Mode.GIL: ThreadState.HELD, Mode.WALL: ThreadState.UNKNOWN,
+                 Mode.CPU: ThreadState.ACTIVE}.get(settings.mode, ThreadState.UNCLASSIFIED)
         with tempfile.TemporaryDirectory(prefix="gilprof-") as tmp:
             output = os.path.join(tmp, "window.txt")
             proc = subprocess.Popen(
@@ -153,7 +161,10 @@ class PySpyBackend(Backend):
             )
             register_child(proc)
             try:
-                return self._drive(proc, output, state, seconds, stop)
+                result = self._drive(proc, output, state, seconds, stop)
+                if settings.mode is Mode.CONTENTION:
+                    self._read_spans(pid, output, settings, result)
+                return result
             finally:
                 _reap(proc)
                 unregister_child(proc)
@@ -214,12 +225,36 @@ class PySpyBackend(Backend):
         if summary:
             result.sampler_samples = int(summary.group(1))
             result.errors = int(summary.group(2))
+        if state is ThreadState.UNCLASSIFIED:
+            return result  # contention mode: the caller reads the trace
         try:
             with open(output, encoding="utf-8", errors="replace") as handle:
                 result.samples = list(parse_raw(handle.read(), state))
         except FileNotFoundError:
             result.messages.append("py-spy wrote no output for this window: " + _last_error(text_out))
         return result
+
+    def _read_spans(self, pid: int, output: str, settings: SamplerSettings,
+                    result: WindowResult) -> None:
+        from gilprof.backends.pyspy_trace import parse_chrometrace, thread_names
+
+        try:
+            with open(output, encoding="utf-8", errors="replace") as handle:
+                events = json.load(handle)
+        except (OSError, ValueError):
+            result.messages.append("py-spy wrote no readable trace for this window")
+            return
+        pthreads = {e.get("tid") for e in events if isinstance(e, dict)} if isinstance(events, list) else set()
+        if not pthreads <= set(self._names.get(pid, {})):
+            self._names[pid] = {**self._names.get(pid, {}), **thread_names(self.binary, pid)}
+        spans = list(parse_chrometrace(events, self._names.get(pid, {})))
+        seconds: dict[Sample, float] = {}
+        for sample, start, end in spans:
+            seconds[sample] = seconds.get(sample, 0.0) + (end - start)
+        result.spans = spans
+        # Counts for the ordinary attribution: span time in ticks.
+        result.samples = [replace(s, count=round(t * settings.rate_hz)) for s, t in seconds.items()
+                          if round(t * settings.rate_hz) > 0]
 
     @staticmethod
     def _raise_for_start_failure(text: str, interrupted: bool) -> None:

@@ -125,7 +125,9 @@ class LiveStatus:
 @click.option("-d", "--duration", type=click.FloatRange(min=0.1), help="Seconds to sample (default: until the target exits or Ctrl-C).")
 @click.option("-r", "--rate", type=click.IntRange(1, 10000), default=100, show_default=True, help="Samples per second.")
 @click.option("--mode", type=click.Choice([m.value for m in Mode]), default="gil", show_default=True,
-              help="gil: only the GIL holder; wall: all threads, idle included; cpu: active threads.")
+              help="gil: only the GIL holder; wall: all threads, idle included; cpu: active threads; "
+                   "contention: all threads with native frames, to tell holding, waiting for the GIL, "
+                   "native and idle apart (pauses the target per sample).")
 @click.option("--native", is_flag=True, help="Include native (C/C++) frames; implies --blocking.")
 @click.option("--blocking", is_flag=True, help="Pause the target at each sample (more exact, much slower targets).")
 @click.option("--window", type=click.FloatRange(min=0.2), default=DEFAULT_WINDOW_S, show_default=True,
@@ -170,6 +172,8 @@ def command(ranks: str | None, pid: int | None, rank: int | None, job: int | Non
         raise UsageError("give either --pid or a command to launch, not both")
     if ranks is not None and (pid is not None or rank is not None):
         raise UsageError("--ranks selects ranks itself; do not combine it with --pid or --rank")
+    if mode == Mode.CONTENTION.value:
+        native = blocking = True  # the state of a thread is read off its native frames
     if native and not blocking:
         blocking = True  # py-spy cannot walk native stacks without pausing the target
     settings = SamplerSettings(mode=Mode(mode), rate_hz=float(rate), native=native, blocking=blocking)
@@ -281,7 +285,7 @@ def _summarize(profile: Profile, path: str) -> None:
                f"{len(profile.windows)} windows{note})", err=True)
     top = attribute(profile)
     by_self = sorted(top.functions, key=lambda f: -f.self_samples)[:3]
-    if by_self and s.mode is Mode.GIL:
+    if by_self and s.mode.knows_gil:
         holders = ", ".join(f"{f.key.name} {100 * f.self_share:.1f}%" for f in by_self)
         click.echo(f"gilprof: GIL utilization {100 * (top.utilization or 0):.1f}%; top self: {holders}",
                    err=True)

@@ -8,7 +8,9 @@ import click
 
 from gilprof.attribution import DEFAULT_WATCH, attribute
 from gilprof.cli._recipe import recipe_option
+from gilprof.contention import analyze
 from gilprof.errors import UsageError
+from gilprof.model import Mode
 from gilprof.profile import load_profiles, write_text_atomic
 from gilprof.ranks import compare_ranks
 from gilprof.recipes import Recipe
@@ -24,12 +26,13 @@ from gilprof.renderers.report import ReportData
 @click.option("--by-thread", is_flag=True, help="Attribute functions per thread.")
 @click.option("--thread", "thread_pattern", help="Only threads whose name matches this regex.")
 @click.option("--lines", is_flag=True, help="Break functions down by line.")
+@click.option("--contention", is_flag=True, help="GIL wait per thread and function, and the blame matrix (needs a --mode contention profile).")
 @click.option("--watch", multiple=True, help="Also watch this function (repeatable); bare names match qualnames.")
 @click.option("--no-default-watch", is_flag=True, help="Do not watch safe_broadcast and _balance_requests_across_ranks.")
 @recipe_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
 def command(profiles: tuple[str, ...], fmt: str, top: int | None, by_thread: bool, thread_pattern: str | None,
-            lines: bool, watch: tuple[str, ...], no_default_watch: bool, recipe: Recipe | None,
+            lines: bool, contention: bool, watch: tuple[str, ...], no_default_watch: bool, recipe: Recipe | None,
             output: str | None) -> None:
     """Attribute sampled GIL time to threads and functions, from a saved profile.
 
@@ -60,8 +63,15 @@ def command(profiles: tuple[str, ...], fmt: str, top: int | None, by_thread: boo
     loaded = loaded_all[0]
     attribution = attribute(loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern,
                             watch=watched, top=top)
+    analysis = None
+    if contention:
+        if loaded.sampling.mode is not Mode.CONTENTION:
+            raise UsageError(f"--contention needs a profile sampled with --mode contention; "
+                             f"{profiles[0]} is {loaded.sampling.mode} mode, which records who holds "
+                             "the GIL but not who waits for it")
+        analysis = analyze(loaded)
     notes = {w.function: (w.why, w.fix) for w in recipe.watch} if recipe else {}
-    text = render("report", fmt, ReportData(loaded, attribution, lines, notes), color=color)
+    text = render("report", fmt, ReportData(loaded, attribution, lines, analysis, notes), color=color)
     _emit(text, output)
 
 

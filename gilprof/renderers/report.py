@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gilprof.attribution import Attribution, FunctionShare, thread_label
+from gilprof.contention import Contention
 from gilprof.model import Mode
 from gilprof.profile import Profile
 from gilprof.renderers import register
@@ -23,6 +24,7 @@ class ReportData:
     profile: Profile
     attribution: Attribution
     lines: bool = False
+    contention: Contention | None = None
     # watched function -> (why it is hot, reference fix or None), from a recipe
     notes: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
@@ -34,7 +36,7 @@ def _function_label(f: FunctionShare, lines: bool) -> str:
 
 def report_dict(data: ReportData) -> dict[str, Any]:
     p, a = data.profile, data.attribution
-    gil_mode = a.mode is Mode.GIL
+    gil_mode = a.mode.knows_gil
     return {
         "schema": REPORT_SCHEMA,
         "target": {"pid": p.target.pid, "rank": p.target.rank, "rank_source": p.target.rank_source,
@@ -50,9 +52,7 @@ def report_dict(data: ReportData) -> dict[str, Any]:
         "gil": {
             "state_recorded": gil_mode,
             "utilization": a.utilization,
-            "threads": [{"tid": t.tid, "name": t.name,
-                         "held_share": t.share if gil_mode else None,
-                         "sampled_share": t.share} for t in a.threads],
+            "threads": _thread_rows(data),
         },
         "functions": [
             {"function": f.key.name, "file": f.key.file, "line": f.key.line if data.lines else None,
@@ -68,9 +68,40 @@ def report_dict(data: ReportData) -> dict[str, Any]:
     }
 
 
+def _thread_rows(data: ReportData) -> list[dict[str, Any]]:
+    a, c = data.attribution, data.contention
+    gil_mode = a.mode.knows_gil
+    rows: dict[int, dict[str, Any]] = {
+        t.tid: {"tid": t.tid, "name": t.name, "held_share": t.share if gil_mode else None,
+                "sampled_share": t.share} for t in a.threads}
+    if c is not None:
+        for t in c.threads:
+            row = rows.setdefault(t.tid, {"tid": t.tid, "name": t.name, "held_share": t.held_share,
+                                          "sampled_share": t.held_share})
+            row.update(wait_share=t.wait_share, native_share=t.native_share,
+                       idle_share=t.idle_share, unclassified_share=t.unclassified_share)
+    return list(rows.values())
+
+
+def contention_dict(c: Contention) -> dict[str, Any]:
+    return {
+        "wait_sites": [{"thread": w.thread, "function": w.function, "file": w.file,
+                        "share": w.share} for w in c.wait_sites],
+        "blame": [{"waiter": b.waiter, "holder": b.holder, "holder_function": b.holder_function,
+                   "holder_file": b.holder_file, "share": b.share} for b in c.blame],
+    }
+
+
 @register("report", "json")
 def render_json(data: ReportData, **_: Any) -> str:
-    return json.dumps(report_dict(data), indent=2) + "\n"
+    out = report_dict(data)
+    if data.contention is not None:
+        out["blame"] = contention_dict(data.contention)["blame"]
+        out["wait_sites"] = contention_dict(data.contention)["wait_sites"]
+    elif data.attribution.mode is not Mode.CONTENTION:
+        out["contention_unavailable"] = (f"{data.attribution.mode} mode records no GIL wait; "
+                                         "sample with --mode contention")
+    return json.dumps(out, indent=2) + "\n"
 
 
 def _header_lines(p: Profile, a: Attribution) -> list[str]:
@@ -91,7 +122,7 @@ def _header_lines(p: Profile, a: Attribution) -> list[str]:
 def render_table(data: ReportData, *, color: bool = False, width: int | None = None,
                  **_: Any) -> str:
     p, a = data.profile, data.attribution
-    gil_mode = a.mode is Mode.GIL
+    gil_mode = a.mode.knows_gil
     out: list[Any] = [Text(line) for line in _header_lines(p, a)]
     if gil_mode:
         out.append(Text(f"GIL utilization {pct(a.utilization)} of ticks had a GIL holder",
@@ -109,6 +140,8 @@ def render_table(data: ReportData, *, color: bool = False, width: int | None = N
         threads.add_row(t.name, str(t.tid), pct(t.share), f"{t.share * a.duration_s:.2f}")
     out.append(threads)
 
+    if data.contention is not None:
+        out += _contention_tables(data.contention)
     title = "Functions (GIL holder's stack)" if gil_mode else "Functions"
     funcs = Table(title=title, title_justify="left")
     funcs.add_column("function")
@@ -141,10 +174,31 @@ def render_table(data: ReportData, *, color: bool = False, width: int | None = N
     return to_text(out, color=color, width=width)
 
 
+def _contention_tables(c: Contention) -> list[Any]:
+    states = Table(title="GIL contention per thread (share of wall time)", title_justify="left")
+    for name in ("thread", "held", "waiting for GIL", "native (no GIL)", "idle", "unclassified"):
+        states.add_column(name, justify="left" if name == "thread" else "right")
+    for t in c.threads:
+        states.add_row(t.name, pct(t.held_share), pct(t.wait_share), pct(t.native_share),
+                       pct(t.idle_share), pct(t.unclassified_share))
+    sites = Table(title="Where threads wait for the GIL", title_justify="left")
+    for name in ("thread", "waiting in", "share of wall"):
+        sites.add_column(name, justify="right" if name.startswith("share") else "left")
+    for w in c.wait_sites[:15]:
+        sites.add_row(w.thread, f"{w.function} ({w.file})", pct(w.share))
+    blame = Table(title="Blame: while WAITER waits, HOLDER holds the GIL in FUNCTION", title_justify="left")
+    for name in ("waiter", "holder", "holder function", "share of wall"):
+        blame.add_column(name, justify="right" if name.startswith("share") else "left")
+    for b in c.blame[:20]:
+        where = f"{b.holder_function} ({b.holder_file})" if b.holder_file else b.holder_function
+        blame.add_row(b.waiter, b.holder, where, pct(b.share))
+    return [states, sites, blame]
+
+
 @register("report", "markdown")
 def render_markdown(data: ReportData, **_: Any) -> str:
     p, a = data.profile, data.attribution
-    gil_mode = a.mode is Mode.GIL
+    gil_mode = a.mode.knows_gil
     lines = [f"### gilprof report: {p.label}", ""]
     lines += [f"- {line}" for line in _header_lines(p, a)]
     if gil_mode:

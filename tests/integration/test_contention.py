@@ -1,0 +1,73 @@
+"""GIL wait and blame against ground truth, on CPython 3.11-3.13 targets."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from .conftest import WORKLOADS, gilprof_cmd, require_interpreter
+
+pytestmark = pytest.mark.integration
+WORKLOAD = str(WORKLOADS / "contention_workload.py")
+
+
+def _sample(spawn, tmp_path, python, spinners, seconds=4.0, native=False):
+    truth_file = tmp_path / "truth.json"
+    args = [python, WORKLOAD, "--spinners", str(spinners), "--duration", str(seconds + 3),
+            "--truth", str(truth_file)] + (["--native"] if native else [])
+    target = spawn(args)
+    time.sleep(0.8)
+    out = tmp_path / "c.json"
+    run = spawn(gilprof_cmd("attach", "--pid", str(target.pid), "--mode", "contention", "-d",
+                            str(seconds), "-q", "-o", str(out)))
+    assert run.wait(timeout=seconds + 60) == 0, run.stderr.read().decode()
+    assert target.wait(timeout=60) == 0
+    report = spawn(gilprof_cmd("report", str(out), "--contention", "--format", "json"))
+    stdout, stderr = report.communicate(timeout=60)
+    assert report.returncode == 0, stderr.decode()
+    return json.loads(stdout), json.loads(truth_file.read_text())
+
+
+@pytest.mark.parametrize("minor", ["11", "12", "13"])
+def test_two_spinners_wait_share_matches_truth_and_blame_names_the_other(tmp_path, spawn, minor):
+    python = require_interpreter(minor)
+    report, truth = _sample(spawn, tmp_path, python, spinners=2)
+    threads = {t["name"]: t for t in report["gil"]["threads"]}
+    for name in ("spin-0", "spin-1"):
+        held, wait = threads[name]["held_share"], threads[name]["wait_share"]
+        assert abs(held - truth[name]) < 0.08, (name, threads[name], truth)
+        assert abs(wait - (1 - truth[name])) < 0.10, (name, threads[name], truth)
+    # while spin-0 waits, spin-1 holds the GIL, and the other way round
+    for waiter, holder in (("spin-0", "spin-1"), ("spin-1", "spin-0")):
+        rows = [b for b in report["blame"] if b["waiter"] == waiter]
+        assert rows and rows[0]["holder"] == holder, rows[:3]
+        assert rows[0]["holder_function"] == "spin_forever"
+
+
+def test_four_spinners_and_a_native_thread(tmp_path, spawn):
+    python = require_interpreter("11")
+    report, truth = _sample(spawn, tmp_path, python, spinners=4, native=True)
+    threads = {t["name"]: t for t in report["gil"]["threads"]}
+    for i in range(4):
+        name = f"spin-{i}"
+        assert abs(threads[name]["held_share"] - truth[name]) < 0.08, (threads[name], truth)
+        assert threads[name]["wait_share"] > 0.4  # four spinners: each waits most of the time
+    zlib = threads["zlib"]
+    assert zlib["native_share"] > 0.05  # deflate runs without the GIL
+    assert zlib["wait_share"] > 0.05  # and must take the GIL back after each call
+    assert report["gil"]["utilization"] > 0.8
+
+
+def test_contention_flag_on_a_gil_profile_is_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from gilprof.cli.main import cli
+    from tests.unit.builders import make_profile, sample
+
+    path = tmp_path / "gil.json"
+    make_profile([(100, [sample("t", "f", count=5, tid=1)])]).save(path)
+    result = CliRunner().invoke(cli, ["report", str(path), "--contention"])
+    assert result.exit_code == 2
+    assert "--mode contention" in result.output
