@@ -63,6 +63,11 @@ class Comparison:
     batches: tuple[int, int]
 
 
+def _is_pseudo(key: Key) -> bool:
+    """The per-thread held and whole-GIL rows that window_function_counts adds."""
+    return key[0] in ("<held>", "<gil>") and key[1] == ""
+
+
 def verdict(diff: Difference) -> str:
     if not diff.significant:
         return UNCHANGED
@@ -159,9 +164,9 @@ def compare_profiles(before: Profile, after: Profile, *, by_thread: bool = False
         utilization = _change(b, a, ("<gil>", "", 0, None), confidence, "GIL utilization", "", None)
     threads = tuple(sorted(
         (_change(b, a, key, confidence, key[3] or "?", "", key[3])
-         for key in (b.keys | a.keys) if key[0] == "<held>"),
+         for key in (b.keys | a.keys) if key[0] == "<held>" and key[1] == ""),
         key=lambda c: -max(c.total.before, c.total.after)))
-    function_keys = [k for k in (b.keys | a.keys) if not k[0].startswith("<")]
+    function_keys = [k for k in (b.keys | a.keys) if not _is_pseudo(k)]
     functions = sorted((_change(b, a, key, confidence, key[0], key[1], key[3])
                         for key in function_keys),
                        key=lambda c: (-max(c.total.before, c.total.after), c.name, c.file))

@@ -220,14 +220,40 @@ def ratio_mean_ci(
     windows = len(numerators)
     if windows < 2:
         return Estimate(value, -math.inf, math.inf, math.inf, 0.0)
-    residual_sq = math.fsum(
-        ((num - value * den) / total_den) ** 2
-        for num, den in zip(numerators, denominators, strict=True)
-    )
-    stderr = math.sqrt(windows / (windows - 1) * residual_sq)
-    dof = float(windows - 1)
+    residuals = [(num - value * den) / total_den
+                 for num, den in zip(numerators, denominators, strict=True)]
+    residual_sq = math.fsum(r * r for r in residuals)
+    # Neighbouring windows are still correlated when a share drifts (a phase of heavy load
+    # lasts several windows). Batch means assume independent batches; inflate the variance
+    # by the AR(1) factor (1 + rho) / (1 - rho) of the residuals' lag-1 autocorrelation, and
+    # shrink the degrees of freedom to the effective number of windows.
+    rho = lag1_autocorrelation(residuals)
+    inflation = (1 + rho) / (1 - rho)
+    stderr = math.sqrt(windows / (windows - 1) * residual_sq * inflation)
+    dof = max(1.0, windows / inflation - 1)
     half_width = t_quantile(0.5 + confidence / 2.0, dof) * stderr
     return Estimate(value, value - half_width, value + half_width, stderr, dof)
+
+
+def lag1_autocorrelation(values: Sequence[float], cap: float = 0.9) -> float:
+    """Bias-corrected lag-1 autocorrelation, clamped to [0, cap] (0 for fewer than 3 values).
+
+    Negative estimates are clamped to 0 so the interval is never narrowed below batch means;
+    the cap keeps one freak series from producing an infinite interval.
+    """
+    count = len(values)
+    if count < 3:
+        return 0.0
+    mean = math.fsum(values) / count
+    centered = [v - mean for v in values]
+    denominator = math.fsum(c * c for c in centered)
+    if denominator == 0:
+        return 0.0
+    numerator = math.fsum(a * b for a, b in itertools.pairwise(centered))
+    raw = numerator / denominator
+    # The estimate is biased low in short series, E[r] ~ rho - (1 + 3 rho) / n
+    # (Marriott & Pope, 1954); windows are few, so correct for it.
+    return min(cap, max(0.0, raw + (1 + 3 * raw) / count))
 
 
 def ratio_difference_ci(

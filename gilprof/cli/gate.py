@@ -121,6 +121,13 @@ def command(profile: str, max_share: tuple[str, ...], baseline: str | None,
         rank = steps_rank if steps_rank is not None else (loaded.target.rank or 0)
         steps = load_rank_steps(steps_log, rank, skip_warmup)
     result = evaluate(loaded, budgets, baseline=baseline_profile, steps=steps, min_share=min_share)
+    for r in result.results:
+        if r.detail == "never seen in the profile":
+            click.echo(f"gilprof: warning: {r.name}: the function never appears in {profile}; "
+                       "check its spelling, or this budget can never fail", err=True)
+    if baseline_profile is not None and budgets.max_regression is None:
+        click.echo("gilprof: warning: --baseline is only used by --max-regression, which is not set",
+                   err=True)
     click.echo(render("gate", fmt, result), nl=False)
     if junit:
         write_text_atomic(junit, render("gate", "junit", result))

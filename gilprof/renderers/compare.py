@@ -131,7 +131,7 @@ def _md_rows(rows: list[ShareChange]) -> list[str]:
              "|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         label = f"`{r.name}`" + (f" ({os.path.basename(r.file)})" if r.file else "") + \
-            (f" [{r.thread}]" if r.thread else "")
+            (f" [{r.thread}]" if r.thread and r.thread != r.name else "")
         mark = {IMPROVED: "✅ ", REGRESSED: "❌ "}.get(r.verdict, "")
         lines.append(f"| {label} | " + " | ".join(share_cells(r.total)) + f" | {mark}{r.verdict} |")
     return lines
