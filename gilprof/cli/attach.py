@@ -107,6 +107,7 @@ class LiveStatus:
             return
         from rich.text import Text
 
+        profile.finish()  # fold the windows so far into ticks and duration
         attribution = attribute(profile, watch=())
         by_self = sorted(attribution.functions, key=lambda f: -f.self_samples)[:3]
         holders = ", ".join(f"{f.key.name} {100 * f.self_share:.0f}%" for f in by_self) or "-"
