@@ -83,7 +83,7 @@ def run_session(target: Target, backend: Backend, options: SessionOptions,
                 continue
             if origin is None:
                 raise TargetError(
-                    f"PID {target.pid}: py-spy cannot read a Python interpreter ({exc})") from None
+                    f"PID {target.pid}: {backend.name} cannot read a Python interpreter ({exc})") from None
             messages.append(f"window failed: {exc}")
             break
         if origin is None:

@@ -1,9 +1,10 @@
 """austin backend: one `austin -p PID -o FILE` run per sampling window, parsed from its text.
 
 Pinned to austin 3.x, installed as `austin-dist==3.7.0` (the `austin` extra). austin-dist 4.x
-ships a binary linked against glibc 2.38, which does not start on Debian 12 (glibc 2.36), and
-austin 4 changed its output; this parser reads the 3.x collapsed-stack text (austin 3.7 on
-Linux), one line per thread per sampling instant, root frame first:
+ships a binary linked against glibc 2.38, which does not start on Debian 12 (glibc 2.36), so
+its output could not be checked here and 4.x is refused. This parser reads the 3.x
+collapsed-stack text (checked with austin 3.7.0 on Linux against CPython 3.10-3.13), one line
+per thread per sampling instant, root frame first:
 
     # austin: 3.7.0                                  metadata: `# key: value`, head and tail
     P<pid>;T<iid>:<tid>;<file>:<function>:<line>;... <metric>
@@ -16,10 +17,10 @@ stack it could not unwind with an `:INVALID:` frame; those samples count as erro
 
 What austin cannot do, and gilprof refuses rather than approximates:
 - GIL state: austin 3.x reads no GIL holder (`-g` is the garbage collector's state), so gil
-  and contention modes are usage errors. wall mode samples every thread at every tick (state UNKNOWN); cpu
-  mode runs with `-f` and keeps the samples austin did not mark idle (state ACTIVE). `-s`
-  (sleepless) would drop idle samples too, but then a tick at which every thread slept
-  leaves no line and could not be counted.
+  and contention modes are usage errors. wall mode samples every thread at every tick
+  (state UNKNOWN); cpu mode runs with `-f` and keeps the samples austin did not mark idle
+  (state ACTIVE). `-s` (sleepless) would drop idle samples too, but then a tick at which
+  every thread slept leaves no line and could not be counted.
 - Native frames (`austinp` needs ptrace) and pausing the target: austin never pauses it.
 
 Ticks: austin writes one line per thread per sampling instant, in thread order, so a thread
@@ -28,15 +29,18 @@ holds while threads start and stop inside a window. austin's interval is the pau
 samples, so it samples somewhat below the requested rate; shares are counts over counted
 ticks and do not depend on it.
 
-Thread names: austin reports ids only. The OS thread name (`/proc/PID/task/TID/comm`) is the
-Python thread name only where Python sets it (threading does from 3.14); before that every
-thread carries the process name, which is not used, and the thread shows as "tid N". The
-thread whose id is the PID is the interpreter's main thread and is named "MainThread".
+Thread names: austin reports ids only. The OS thread name (`/proc/PID/task/TID/comm`, 15
+characters at most) is the Python thread name only where Python sets it (CPython's threading
+does from 3.14; 3.10-3.13 do not, checked here); otherwise a thread carries the process name,
+which is not used, and shows as "tid N". The thread whose id is the PID is the interpreter's
+main thread and is named "MainThread".
 
-Stopping: SIGINT at the window end; austin then finishes its output file (tail metadata
-included) and exits (status 254 on 3.7, which is not an error here). austin 3.7 reports a
-target it may not read (ptrace denied) as "not a Python process", so that case is told
-apart by trying to open /proc/PID/mem, which needs the same permission.
+Stopping: SIGINT at the window end, as for py-spy (not `-x`, which takes a whole number of
+seconds and would not follow Ctrl-C); austin then finishes its output file (tail metadata
+included) and exits (status 254 on 3.7, which is not an error here). Its stderr line "Python
+version" marks the start of sampling. austin 3.7 reports a target it may not read (ptrace
+denied) as "not a Python process", so that case is told apart by trying to open
+/proc/PID/mem, which needs the same permission.
 """
 
 from __future__ import annotations
@@ -76,7 +80,9 @@ PERMISSION_HINT = (
 _VERSION = re.compile(r"austin (\d+)\.(\d+)(?:\.(\d+))?")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ERROR_RATE = re.compile(r"Error rate\s*:\s*(\d+)\s*/\s*(\d+)")
-_THREAD = re.compile(r"^T(?:(?P<iid>\d+):)?(?P<tid>(?:0x)?[0-9A-Fa-f]+)$")
+# ASCII digits in bounded runs: int() refuses superscripts that isdigit() accepts, and
+# numbers of 4300+ digits.
+_THREAD = re.compile(r"^T(?:(?P<iid>[0-9]{1,20}):)?(?P<tid>(?:0x)?[0-9A-Fa-f]{1,16})$")
 _STARTED = "Python version"  # austin's stderr once it has found the interpreter
 _INVALID_FRAME = ":INVALID:"
 _GC_FRAME = ":GC:"
@@ -104,12 +110,16 @@ class AustinOutput:
     metadata: dict[str, str] = field(default_factory=dict)
 
 
+def _is_number(text: str, max_digits: int = 18) -> bool:
+    return 0 < len(text) <= max_digits and text.isascii() and text.isdigit()
+
+
 def parse_frame(text: str) -> Frame:
     """`<file>:<function>:<line>`; the file may itself contain colons, the other two do not."""
     file, sep, rest = text.rpartition(":")
     if not sep:
         return Frame(text, "", 0)
-    line = int(rest) if rest.isdigit() else 0
+    line = int(rest) if _is_number(rest, 9) else 0
     file, sep, function = file.rpartition(":")
     if not sep:
         return Frame(file, "", line)
@@ -123,7 +133,7 @@ def _parse_tid(text: str) -> int | None:
     tid = match.group("tid")
     if tid.startswith("0x"):
         return int(tid, 16)
-    return int(tid) if tid.isdigit() else int(tid, 16)
+    return int(tid) if tid.isdigit() else int(tid, 16)  # the regex admits ASCII only
 
 
 def parse_line(line: str, frame_cache: dict[str, Frame] | None = None) -> AustinLine | None:
@@ -132,10 +142,10 @@ def parse_line(line: str, frame_cache: dict[str, Frame] | None = None) -> Austin
     if not sep or not head.startswith("P"):
         return None
     values = metrics.split(",")
-    if not all(v.lstrip("-").isdigit() for v in values) or len(values) not in (1, 3):
+    if len(values) not in (1, 3) or not all(_is_number(v.removeprefix("-")) for v in values):
         return None
     parts = head.split(";")
-    if len(parts) < 2 or not parts[0][1:].isdigit():
+    if len(parts) < 2 or not _is_number(parts[0][1:], 10):
         return None
     tid = _parse_tid(parts[1])
     if tid is None:

@@ -48,6 +48,9 @@ class Backend(ABC):
     def version(self) -> str:
         """The sampler binary's version; raises SamplerError when missing or too old."""
 
+    def check_settings(self, settings: SamplerSettings) -> None:  # noqa: B027 - optional hook
+        """Raise UsageError for settings this sampler cannot honour, before anything starts."""
+
     @abstractmethod
     def sample_window(self, pid: int, settings: SamplerSettings, seconds: float | None,
                       stop: threading.Event) -> WindowResult:

@@ -33,8 +33,9 @@ from gilprof.errors import PermissionDenied, SamplerError
 from gilprof.model import Frame, Mode, Sample, ThreadState
 from gilprof.procs import die_with_parent
 
-_THREAD_PREFIX = re.compile(r"^thread \((?P<tid>0x[0-9A-Fa-f]+|\d+)\)(?::\s?(?P<name>[^;]*))?$")
-_FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
+# Digit runs are bounded so that int() never meets a number it refuses (4300+ digits).
+_THREAD_PREFIX = re.compile(
+    r"^thread \((?P<tid>0x[0-9A-Fa-f]{1,16}|[0-9]{1,20})\)(?::\s?(?P<name>[^;]*))?$")
 _VERSION = re.compile(r"py-spy (\d+)\.(\d+)\.(\d+)")
 _SUMMARY = re.compile(r"Samples: (\d+) Errors: (\d+)")
 
@@ -62,11 +63,31 @@ def find_pyspy() -> str:
     return found
 
 
+def _ascii_number(text: str, max_digits: int) -> bool:
+    return 0 < len(text) <= max_digits and text.isascii() and text.isdigit()
+
+
+def parse_frame(part: str) -> Frame:
+    """`name (file:line)`, `name (file)` or a bare name.
+
+    Split with find/rpartition rather than a regex: lazy groups backtrack quadratically on
+    a long part full of " (" (a minute for 64 KB).
+    """
+    opening = part.find(" (")
+    if opening < 0 or not part.endswith(")"):
+        return Frame(part, "", 0)
+    inside = part[opening + 2:-1]
+    file, colon, line = inside.rpartition(":")
+    if colon and _ascii_number(line, 9):
+        return Frame(part[:opening], file, int(line))
+    return Frame(part[:opening], inside, 0)
+
+
 def parse_raw_line(line: str, state: ThreadState) -> Sample | None:
     """One line of `py-spy record -f raw --threads`: `thread (TID): NAME;frame;frame COUNT`."""
     line = line.rstrip("\n")
     stack, _, count_text = line.rpartition(" ")
-    if not stack or not count_text.isdigit():
+    if not stack or not _ascii_number(count_text, 18):
         return None
     parts = stack.split(";")
     match = _THREAD_PREFIX.match(parts[0])
@@ -74,14 +95,7 @@ def parse_raw_line(line: str, state: ThreadState) -> Sample | None:
         return None
     tid_text = match.group("tid")
     tid = int(tid_text, 16) if tid_text.startswith("0x") else int(tid_text)
-    frames = []
-    for part in parts[1:]:
-        frame = _FRAME.match(part)
-        if frame:
-            frames.append(Frame(frame.group("name"), frame.group("file"),
-                                int(frame.group("line") or 0)))
-        elif part:
-            frames.append(Frame(part, "", 0))
+    frames = [parse_frame(part) for part in parts[1:] if part]
     return Sample(tid, (match.group("name") or "").strip(), tuple(frames), int(count_text), state)
 
 

@@ -8,6 +8,7 @@ identical stacks that are contiguous in time: span [B, E) covers the ticks of th
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -59,7 +60,12 @@ def parse_chrometrace(events: Any, names: ThreadNames
         tid, ts = event.get("tid"), event.get("ts")
         if not isinstance(tid, int) or not isinstance(ts, (int, float)):
             continue
-        seconds = ts / 1e6
+        try:
+            seconds = ts / 1e6
+        except OverflowError:  # an integer beyond the float range: not a timestamp
+            continue
+        if not math.isfinite(seconds):
+            continue
         if tid in last_ts and seconds != last_ts[tid]:
             # All events at one timestamp form one stack change.
             current = tuple(stacks.get(tid, ()))

@@ -29,6 +29,8 @@ from gilprof.redact import redact_cmdline
 from gilprof.sampling import DEFAULT_WINDOW_S, SessionOptions, run_session, run_sessions
 
 EXIT_INTERRUPTED = 130
+# The target exited before --duration ended: the profile is written but covers less time.
+EXIT_PARTIAL = 6
 
 
 @contextmanager
@@ -76,6 +78,9 @@ def check_output_writable(path: str) -> None:
         raise UsageError(f"output folder {folder} is not writable")
     if os.path.isdir(path):
         raise UsageError(f"output path {path} is a directory")
+    if os.path.exists(path) and not os.path.isfile(path):
+        # The profile is written by rename, which would replace a device or FIFO (-o /dev/null).
+        raise UsageError(f"output path {path} is not a regular file")
 
 
 class LiveStatus:
@@ -144,7 +149,7 @@ def command(ranks: str | None, pid: int | None, rank: int | None, job: int | Non
             duration: float | None, rate: int, mode: str, native: bool, blocking: bool,
             window: float, backend: str, output: str | None, wait_timeout: float,
             keep_cmdline: bool, recipe: Recipe | None, quiet: bool, command: tuple[str, ...]) -> None:
-    """Sample one rank of a running or just-launched job with py-spy.
+    """Sample one rank of a running or just-launched job with py-spy (or austin).
 
     \b
     Attach to a running job:
@@ -152,11 +157,21 @@ def command(ranks: str | None, pid: int | None, rank: int | None, job: int | Non
       gilprof attach --pid 4242 -d 20                  # a shell or mpiexec PID resolves to its ranks
       gilprof attach --job $(pgrep -n mpiexec) --rank 3
       gilprof attach --ranks all -d 20 -o prof/       # every local rank, one profile each
+      gilprof attach --rank 0 --mode contention -d 20  # who waits for the GIL, and for whom
+      gilprof attach --rank 0 --backend austin --mode wall -d 20
     Launch a job and sample it (exits with the job's exit code):
       gilprof attach --rank 0 -o rank0.json -- mpiexec -n 4 python app.py
 
     The profile keeps the raw stacks per sampling window; read it with `gilprof report`.
     Ctrl-C stops sampling and still writes the profile, marked partial.
+
+    \b
+    Exit status:
+      0    profile complete
+      6    profile written but partial: the target exited before --duration ended
+      130  interrupted (SIGINT/SIGTERM); profile written, marked partial
+      2 usage, 3 target not found or gone, 4 no ptrace permission, 5 sampler failed
+      launch mode: the job's exit status
     """
     parent_match = None
     if recipe is not None:
@@ -179,6 +194,7 @@ def command(ranks: str | None, pid: int | None, rank: int | None, job: int | Non
         blocking = True  # py-spy cannot walk native stacks without pausing the target
     settings = SamplerSettings(mode=Mode(mode), rate_hz=float(rate), native=native, blocking=blocking)
     sampler = get_backend(backend)
+    sampler.check_settings(settings)
     sampler.version()  # fail before launching anything if the sampler is missing
     if output and ranks is None:
         check_output_writable(output)
@@ -226,6 +242,8 @@ def command(ranks: str | None, pid: int | None, rank: int | None, job: int | Non
             click.get_current_context().exit(launched.exit_code)
     if stop.is_set() and any(p.sampling.partial for p in profiles):
         click.get_current_context().exit(EXIT_INTERRUPTED)
+    if any(p.sampling.partial for p in profiles):
+        click.get_current_context().exit(EXIT_PARTIAL)
 
 
 def _wait_for_ranks(launched: LaunchedJob | None, selection: str, job: int | None,
