@@ -23,7 +23,7 @@ import tokenize
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +123,11 @@ class LintError:
 
 @dataclass(frozen=True)
 class LintResult:
+    """Findings in source order per file; `files_scanned` counts files read and analysed."""
+
     findings: tuple[Finding, ...]
     files_scanned: int
     errors: tuple[LintError, ...] = ()
-    getters: tuple[str, ...] = field(default=DEFAULT_GETTERS)
 
     @property
     def exit_code(self) -> int:
@@ -154,9 +155,12 @@ _Position = tuple[int, int]
 
 @dataclass(frozen=True)
 class _Read:
+    """`base{path}.{getter}` is read at `node`: directly, or inside a function `node` calls."""
+
     node: ast.expr
     base: ast.expr
     getter: str
+    path: str = ""
 
     @property
     def position(self) -> _Position:
@@ -279,56 +283,92 @@ def _exclusive_slots(parent: ast.AST, a: tuple[str, int], b: tuple[str, int]) ->
     return False
 
 
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+_Chain = tuple[Scope, ...]  # enclosing scopes, outermost first
+
+
 class _GetterRule:
-    """GP002 over one module: sort keys paired with loops, and reads repeated within a body."""
+    """GP002 over one module: sort keys paired with loops, and reads repeated within a body.
+
+    A call to a function of the same module that reads a getter on one of its parameters
+    counts as a read on the argument, so `key=count_tokens` plus `count_tokens(item)` in the
+    loop is two reads per item.
+    """
 
     def __init__(self, tree: ast.Module, getters: frozenset[str]) -> None:
         self.getters = getters
         self.found: list[RawFinding] = []
         self.tree = tree
         self._parents: dict[ast.AST, tuple[ast.AST, str, int]] = {}
-        self._functions: dict[ast.AST, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
-        stack: list[tuple[Scope, tuple[Scope, ...]]] = [(tree, ())]
+        self._functions: dict[Scope, dict[str, _Function]] = {}
+        self._chains: dict[Scope, _Chain] = {}
+        self._summaries: dict[_Function, list[tuple[int, str, str]]] = {}
+        stack: list[tuple[Scope, _Chain]] = [(tree, ())]
         while stack:
             scope, chain = stack.pop()
-            self._scope(scope, chain)
+            self._chains[scope] = chain
             nested = [n for n in own_nodes(scope.body) if isinstance(n, SCOPE_NODES)]
             stack.extend((n, (*chain, scope)) for n in nested)
+        for scope, chain in self._chains.items():
+            self._scope(scope, chain)
 
-    def _functions_in(self, scope: Scope) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    def _functions_in(self, scope: Scope) -> dict[str, _Function]:
         if scope not in self._functions:
             self._functions[scope] = {
                 n.name: n for n in own_nodes(scope.body) if isinstance(n, FUNCTION_NODES)
             }
         return self._functions[scope]
 
-    def _key_body(self, key: ast.expr, scope: Scope, chain: tuple[Scope, ...]) -> _Body | None:
+    def _resolve(self, func: ast.expr, scope: Scope, chain: _Chain) -> tuple[_Function, int] | None:
+        """The module's function that `func` names, and how many leading params it binds."""
+        if isinstance(func, ast.Name):
+            for candidate in (scope, *reversed(chain)):
+                function = self._functions_in(candidate).get(func.id)
+                if function is not None:
+                    return function, 0
+        elif isinstance(func, ast.Attribute) and getattr(func.value, "id", None) in ("self", "cls"):
+            owner = next((s for s in reversed(chain) if isinstance(s, ast.ClassDef)), None)
+            method = self._functions_in(owner).get(func.attr) if owner else None
+            if method is not None:
+                static = any(
+                    getattr(d, "id", None) == "staticmethod" for d in method.decorator_list
+                )
+                return method, 0 if static else 1
+        return None
+
+    def _summary(self, function: _Function, bound: int) -> list[tuple[int, str, str]]:
+        """(parameter index, path, getter) for each getter `function` reads on a parameter."""
+        if function in self._summaries:
+            return self._summaries[function]
+        self._summaries[function] = []  # a recursive call reads nothing more
+        params = [*function.args.posonlyargs, *function.args.args][bound:]
+        summary = []
+        for index, param in enumerate(params):
+            body = _Body("key", function.lineno, param.arg, None, list(function.body))
+            for text, read in self._per_item_reads(body, function):
+                suffix = f".{read.getter}"
+                if text.startswith(_ITEM) and text.endswith(suffix):
+                    summary.append((index, text[len(_ITEM) : -len(suffix)], read.getter))
+        self._summaries[function] = summary
+        return summary
+
+    def _key_body(self, key: ast.expr, scope: Scope, chain: _Chain) -> _Body | None:
         if isinstance(key, ast.Lambda):
             params = [*key.args.posonlyargs, *key.args.args]
             return _Body("key", key.lineno, params[0].arg, None, [key.body]) if params else None
-        function = None
-        skip_self = False
-        if isinstance(key, ast.Name):
-            for candidate in (scope, *reversed(chain)):
-                function = self._functions_in(candidate).get(key.id)
-                if function is not None:
-                    break
-        elif isinstance(key, ast.Attribute) and getattr(key.value, "id", None) in ("self", "cls"):
-            owner = next((s for s in reversed(chain) if isinstance(s, ast.ClassDef)), None)
-            function = self._functions_in(owner).get(key.attr) if owner else None
-            skip_self = function is not None and not any(
-                getattr(d, "id", None) == "staticmethod" for d in function.decorator_list
-            )
-        if function is None:
+        resolved = self._resolve(key, scope, chain)
+        if resolved is None:
             return None
-        params = [*function.args.posonlyargs, *function.args.args][int(skip_self) :]
+        function, bound = resolved
+        params = [*function.args.posonlyargs, *function.args.args][bound:]
         if not params:
             return None
         return _Body("key", function.lineno, params[0].arg, None, list(function.body))
 
-    def _scope(self, scope: Scope, chain: tuple[Scope, ...]) -> None:
+    def _scope(self, scope: Scope, chain: _Chain) -> None:
         assigned_to: dict[ast.AST, str] = {}
-        sorts: list[tuple[ast.Call, set[str], _Body]] = []
+        # (sort call, texts naming the list it orders or its result, that list, key body)
+        sorts: list[tuple[ast.Call, set[str], ast.expr, _Body]] = []
         for node in own_nodes(scope.body, into_lambdas=False):
             if (
                 isinstance(node, ast.Assign)
@@ -352,46 +392,59 @@ class _GetterRule:
             body = self._key_body(key, scope, chain) if iterable is not None else None
             if iterable is None or body is None:
                 continue
-            self._repeats(body)
-            sorts.append((node, {ast.unparse(iterable)}, body))
-        for call, names, _ in sorts:
+            self._repeats(body, scope)
+            sorts.append((node, {ast.unparse(iterable)}, iterable, body))
+        for call, names, _, _ in sorts:
             if call in assigned_to:
                 names.add(assigned_to[call])
         for loop in _loops(scope):
-            self._repeats(loop)
+            self._repeats(loop, scope)
             if loop.item is None or loop.iterable is None:
                 continue
             iterated = ast.unparse(loop.iterable)
-            for call, names, key_body in sorts:
+            for call, names, ordered, key_body in sorts:
                 if loop.iterable is call or iterated in names:
-                    self._pair(key_body, loop)
+                    self._pair(key_body, loop, scope, short(ordered))
 
-    def _per_item_reads(self, body: _Body) -> list[tuple[str, _Read]]:
+    def _per_item_reads(self, body: _Body, scope: Scope) -> list[tuple[str, _Read]]:
+        """Each getter read in `body` keyed by what it reads, with the item abstracted away."""
+        nodes = list(own_nodes(body.roots, into_lambdas=False))
+        reads = _getter_reads(nodes, self.getters)
+        chain = self._chains.get(scope, ())
+        for node in nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            resolved = self._resolve(node.func, scope, chain)
+            if resolved is None:
+                continue
+            for index, path, getter in self._summary(*resolved):
+                if index < len(node.args) and not isinstance(node.args[index], ast.Starred):
+                    reads.append(_Read(node, node.args[index], getter, path))
         aliases = _aliases(body.roots, body.item)
-        reads = _getter_reads(own_nodes(body.roots, into_lambdas=False), self.getters)
         keyed = []
         for read in reads:
             text = _canonical(read.base, body.item, aliases)
             if text is not None:
-                keyed.append((f"{text}.{read.getter}", read))
+                keyed.append((f"{text}{read.path}.{read.getter}", read))
         return keyed
 
-    def _pair(self, key: _Body, loop: _Body) -> None:
-        in_key = {text: read for text, read in self._per_item_reads(key) if text.startswith(_ITEM)}
-        for text, read in self._per_item_reads(loop):
+    def _pair(self, key: _Body, loop: _Body, scope: Scope, items: str) -> None:
+        in_key = {
+            text: read for text, read in self._per_item_reads(key, scope) if text.startswith(_ITEM)
+        }
+        for text, read in self._per_item_reads(loop, scope):
             earlier = in_key.get(text)
             if earlier is None:
                 continue
-            iterable = short(loop.iterable) if loop.iterable is not None else "the items"
             self._report(
                 read,
-                f"for each item of `{iterable}` after the sort key read it at line "
+                f"for each item of `{items}` after the sort key read it at line "
                 f"{earlier.node.lineno}",
             )
 
-    def _repeats(self, body: _Body) -> None:
+    def _repeats(self, body: _Body, scope: Scope) -> None:
         groups: dict[str, list[_Read]] = {}
-        for text, read in self._per_item_reads(body):
+        for text, read in self._per_item_reads(body, scope):
             groups.setdefault(text, []).append(read)
         stores = [
             ((n.lineno, n.col_offset), n.id)
@@ -443,7 +496,8 @@ class _GetterRule:
                 "GP002",
                 read.node.lineno,
                 read.node.col_offset,
-                f"`{short(read.node)}` copies on every access; read again {where}",
+                f"`{read.getter}` copies on every access; `{short(read.node)}` reads it "
+                f"again {where}",
             )
         )
 
@@ -510,19 +564,20 @@ def lint_source(
     return sorted(findings, key=lambda f: (f.line, f.col, f.rule))
 
 
-_SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "env"})
+_SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages"})
+_ENVIRONMENT_MARKERS = ("pyvenv.cfg", "conda-meta")  # a virtualenv's or a conda env's root
+
+
+def _skipped(directory: Path) -> bool:
+    if directory.name.startswith(".") or directory.name in _SKIPPED_DIRS:
+        return True
+    return any((directory / marker).exists() for marker in _ENVIRONMENT_MARKERS)
 
 
 def iter_python_files(root: Path) -> Iterator[Path]:
-    """`*.py` under `root`, sorted; hidden directories, caches and virtualenvs are skipped."""
+    """`*.py` under `root`, sorted; hidden directories, caches and environments are skipped."""
     for current, dirs, files in os.walk(root):
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if not d.startswith(".")
-            and d not in _SKIPPED_DIRS
-            and not (Path(current, d) / "pyvenv.cfg").exists()
-        )
+        dirs[:] = sorted(d for d in dirs if not _skipped(Path(current, d)))
         for name in sorted(files):
             if name.endswith(".py"):
                 yield Path(current, name)
@@ -530,6 +585,8 @@ def iter_python_files(root: Path) -> Iterator[Path]:
 
 def _lint_file(path: Path, getters: Sequence[str]) -> list[Finding] | LintError:
     shown = str(path)
+    if not path.is_file():  # a FIFO or a device would block the read, or never end
+        return LintError(shown, "not a regular file")
     try:
         source = importlib.util.decode_source(path.read_bytes())
     except OSError as exc:
@@ -573,4 +630,4 @@ def lint_paths(
             else:
                 scanned += 1
                 findings.extend(outcome)
-    return LintResult(tuple(findings), scanned, tuple(errors), getter_names)
+    return LintResult(tuple(findings), scanned, tuple(errors))

@@ -131,6 +131,9 @@ class _Flow(Generic[State]):
         """An item or slice of `container` was assigned or deleted."""
         return state
 
+    def returned(self, value: ast.expr, state: State) -> None:
+        """The scope returns `value`, evaluated in `state`."""
+
     def effects(self, expr: ast.AST, state: State) -> State:
         """What evaluating `expr` changes besides walrus bindings (e.g. mutating calls)."""
         return state
@@ -216,6 +219,8 @@ class _Flow(Generic[State]):
         if isinstance(node, (ast.Return, ast.Raise)):
             for child in ast.iter_child_nodes(node):
                 state = self.expr(child, state)
+            if isinstance(node, ast.Return) and node.value is not None:
+                self.returned(node.value, state)
             return None
         if isinstance(node, (ast.Break, ast.Continue)):
             targets = self._breaks if isinstance(node, ast.Break) else self._continues
@@ -341,10 +346,12 @@ _VIEW_METHODS = frozenset({"tobytes", "toreadonly", "cast", "getvalue", "getbuff
 class PickleNames:
     """Which names mean a pickle module, or its dumps/loads, in one source file."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, nodes: Iterable[ast.AST]) -> None:
         self.modules = set(_PICKLE_MODULES)
         self.functions: dict[str, str] = {}
-        for node in ast.walk(tree):
+        # Functions (and self./cls. methods) of this module that return pickled bytes.
+        self.helpers: set[str] = set()
+        for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name in _PICKLE_MODULES and alias.asname:
@@ -359,9 +366,14 @@ class PickleNames:
                         self.modules.add(local)
 
     def kind(self, func: ast.expr) -> str | None:
+        """What calling `func` does: "dumps", "loads", "load", or None for anything else."""
         if isinstance(func, ast.Name):
-            return self.functions.get(func.id)
-        if isinstance(func, ast.Attribute) and func.attr in _PICKLE_FUNCTIONS:
+            return "dumps" if func.id in self.helpers else self.functions.get(func.id)
+        if not isinstance(func, ast.Attribute):
+            return None
+        if func.attr in self.helpers and getattr(func.value, "id", None) in ("self", "cls"):
+            return "dumps"
+        if func.attr in _PICKLE_FUNCTIONS:
             base = func.value
             if isinstance(base, ast.Name) and base.id in self.modules:
                 return func.attr
@@ -380,6 +392,10 @@ class _RoundTripFlow(_Flow[_Origins]):
         super().__init__()
         self.names = names
         self.report = report
+        self.returns_pickled = False
+
+    def returned(self, value: ast.expr, state: _Origins) -> None:
+        self.returns_pickled = self.returns_pickled or bool(self.origins(value, state))
 
     def join(self, a: _Origins, b: _Origins) -> _Origins:
         merged = dict(a)
@@ -427,8 +443,6 @@ class _RoundTripFlow(_Flow[_Origins]):
         return updated
 
     def check(self, evaluated: Sequence[tuple[ast.AST, frozenset[str]]], state: _Origins) -> None:
-        if not state:
-            return
         for node, shadowed in evaluated:
             if not (isinstance(node, ast.Call) and node.args):
                 continue
@@ -456,7 +470,15 @@ class _RoundTripFlow(_Flow[_Origins]):
 _Guard = tuple[str, bool, frozenset[str]]
 # (length variable, container, guard): `length == len(container)` holds on every path here,
 # or, with a guard, on every path where that test went that way (e.g. `if rank == root:`).
+# With `_IMMUTABLE` as the length, the fact says that the container holds bytes, str or a tuple:
+# then nothing but rebinding it can change its length.
 _Fact = tuple[str, str, "_Guard | None"]
+_IMMUTABLE = ""
+_IMMUTABLE_CALLS = frozenset({"bytes", "str", "tuple", "frozenset", "repr", "format", "ascii"})
+_IMMUTABLE_METHODS = frozenset(
+    {"encode", "decode", "tobytes", "hex", "hexdigest", "digest", "join", "format", "lower",
+     "upper", "strip"}
+)  # fmt: skip
 _Facts = frozenset[_Fact]
 # Calls and methods that neither resize their argument/receiver nor keep a reference to it.
 _LENGTH_PRESERVING_CALLS = frozenset(
@@ -513,10 +535,18 @@ class _DeadLengthFlow(_Flow[_Facts]):
     under `if rank == root:` and compares it under a second `if rank == root:`.
     """
 
-    def __init__(self, report: Callable[[RawFinding], None], local_names: frozenset[str]) -> None:
+    def __init__(
+        self,
+        report: Callable[[RawFinding], None],
+        local_names: frozenset[str],
+        measured: frozenset[str],
+        pickle_names: PickleNames | None,
+    ) -> None:
         super().__init__()
         self.report = report
         self.local_names = local_names
+        self.measured = measured  # names passed to len() somewhere in the scope
+        self.pickle_names = pickle_names
         self.set_at: dict[tuple[str, str], int] = {}
         self._guards: dict[ast.expr, tuple[str, frozenset[str]] | None] = {}
 
@@ -556,12 +586,36 @@ class _DeadLengthFlow(_Flow[_Facts]):
         return frozenset(merged)
 
     def _drop(self, state: _Facts, container: str) -> _Facts:
+        if (_IMMUTABLE, container, None) in state:
+            return state
         return frozenset(f for f in state if f[1] != container)
 
+    def _holds_immutable(self, value: ast.expr, state: _Facts) -> bool:
+        if isinstance(value, ast.Constant):
+            return isinstance(value.value, (str, bytes, tuple))
+        if isinstance(value, (ast.JoinedStr, ast.Tuple)):
+            return True
+        if isinstance(value, ast.Name):
+            return (_IMMUTABLE, value.id, None) in state
+        if isinstance(value, ast.IfExp):
+            return all(self._holds_immutable(v, state) for v in (value.body, value.orelse))
+        if not isinstance(value, ast.Call):
+            return False
+        if self.pickle_names is not None and self.pickle_names.kind(value.func) == "dumps":
+            return True
+        if isinstance(value.func, ast.Name):
+            return value.func.id in _IMMUTABLE_CALLS
+        return isinstance(value.func, ast.Attribute) and value.func.attr in _IMMUTABLE_METHODS
+
     def bind(self, name: str, value: ast.expr | None, state: _Facts) -> _Facts:
+        immutable = (
+            value is not None and name in self.measured and self._holds_immutable(value, state)
+        )
         state = frozenset(
             f for f in state if name not in f[:2] and (f[2] is None or name not in f[2][2])
         )
+        if immutable:
+            state = state | {(_IMMUTABLE, name, None)}
         if isinstance(value, ast.Name):  # an alias could resize the container later
             state = self._drop(state, value.id)
         argument = _len_argument(value) if value is not None else None
@@ -576,7 +630,8 @@ class _DeadLengthFlow(_Flow[_Facts]):
         return self._drop(state, container.id) if isinstance(container, ast.Name) else state
 
     def effects(self, expr: ast.AST, state: _Facts) -> _Facts:
-        containers = {fact[1] for fact in state}
+        frozen = {f[1] for f in state if f[0] == _IMMUTABLE and f[2] is None}
+        containers = {f[1] for f in state} - frozen
         if not containers:
             return state
         stack: list[tuple[ast.AST, ast.AST | None, ast.AST | None]] = [(expr, None, None)]
@@ -585,7 +640,7 @@ class _DeadLengthFlow(_Flow[_Facts]):
             if isinstance(node, ast.Lambda):
                 continue
             if self._may_run_other_code(node):  # which can resize what it can reach
-                state = frozenset(f for f in state if f[1] in self.local_names)
+                state = frozenset(f for f in state if f[1] in self.local_names | frozen)
             if (
                 isinstance(node, ast.Name)
                 and node.id in containers
@@ -654,7 +709,10 @@ class _DeadLengthFlow(_Flow[_Facts]):
 
 
 def _local_names(scope: Scope, nodes: list[ast.AST]) -> frozenset[str]:
-    """Names only this scope binds: code it calls cannot rebind or reach them unless passed."""
+    """Names only this scope can reach: code it calls cannot resize them unless handed them.
+
+    A name that a nested function or lambda uses is shared with it, so it is not local.
+    """
     if isinstance(scope, ast.Module):
         return frozenset()
     names: set[str] = set()
@@ -669,7 +727,29 @@ def _local_names(scope: Scope, nodes: list[ast.AST]) -> frozenset[str]:
             names.add(node.id)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             shared.update(node.names)
+        elif isinstance(node, (*FUNCTION_NODES, ast.Lambda)):
+            shared.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
     return frozenset(names - shared)
+
+
+_ScopeCalls = list[tuple[Scope, list[ast.AST], list[ast.Call]]]
+
+
+def _find_pickling_helpers(names: PickleNames, scopes: _ScopeCalls) -> None:
+    """Add the module's functions that return pickled bytes (and helpers of those) to `names`."""
+    for _ in range(3):
+        known = len(names.helpers)
+        for scope, _, calls in scopes:
+            if not isinstance(scope, FUNCTION_NODES) or scope.name in names.helpers:
+                continue
+            if any(names.kind(call.func) == "dumps" for call in calls):
+                flow = _RoundTripFlow(names, lambda finding: None)
+                flow.muted = 1  # only what it returns is wanted
+                flow.run(scope.body, {})
+                if flow.returns_pickled:
+                    names.helpers.add(scope.name)
+        if len(names.helpers) == known:
+            return
 
 
 def flow_findings(
@@ -680,12 +760,19 @@ def flow_findings(
     A finding may be reported more than once (loops are re-run); the caller deduplicates.
     """
     found: list[RawFinding] = []
-    names = PickleNames(tree) if round_trips else None
-    for scope, nodes in scope_bodies(tree):
-        calls = [n for n in nodes if isinstance(n, ast.Call)]
+    scopes: _ScopeCalls = [
+        (scope, nodes, [n for n in nodes if isinstance(n, ast.Call)])
+        for scope, nodes in scope_bodies(tree)
+    ]
+    names = PickleNames(n for _, nodes, _ in scopes for n in nodes) if round_trips else None
+    if names is not None:
+        _find_pickling_helpers(names, scopes)
+    for scope, nodes, calls in scopes:
         if names is not None and any(names.kind(call.func) == "dumps" for call in calls):
             _RoundTripFlow(names, found.append).run(scope.body, {})
-        if dead_lengths and any(_len_argument(call) is not None for call in calls):
-            flow = _DeadLengthFlow(found.append, _local_names(scope, nodes))
+        measured = [_len_argument(call) for call in calls]
+        if dead_lengths and any(argument is not None for argument in measured):
+            names_measured = frozenset(a.id for a in measured if isinstance(a, ast.Name))
+            flow = _DeadLengthFlow(found.append, _local_names(scope, nodes), names_measured, names)
             flow.run(scope.body, frozenset())
     return found

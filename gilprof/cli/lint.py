@@ -69,8 +69,8 @@ def command(
 
     \b
     Directories skip hidden folders (.git, .venv, ...), __pycache__, node_modules,
-    site-packages and virtualenvs (folders holding pyvenv.cfg). A file given by
-    name is scanned whatever its suffix.
+    site-packages and environments (folders holding pyvenv.cfg or conda-meta). A
+    file given by name is scanned whatever its suffix.
 
     \b
     Silence a finding with a comment on the line it names:
@@ -95,9 +95,9 @@ def command(
     for error in result.errors:
         click.echo(f"{error.location()}: error: {error.message}", err=True)
     click.echo(render("lint", fmt, result))
-    if result.findings:
+    if result.exit_code == 1:
         ctx.exit(1)
-    if result.errors:
+    if result.exit_code == 2:
         raise InputError(
             f"{len(result.errors)} of the given paths could not be read or parsed "
             "(listed above); nothing was flagged in the rest"

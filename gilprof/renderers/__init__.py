@@ -23,6 +23,8 @@ _RENDERER_MODULES = (
     "gilprof.renderers.compare",
     "gilprof.renderers.gate",
     "gilprof.renderers.ranks",
+    "gilprof.renderers.lint",
+    "gilprof.renderers.bench_reference",
 )
 
 

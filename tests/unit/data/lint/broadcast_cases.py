@@ -160,3 +160,20 @@ def lengths_that_cannot_differ(data, parts):
     if len(parts) != len(parts):  # expect: GP003
         raise AssertionError
     return expected
+
+
+def _pickled(obj):
+    try:
+        return pickle.dumps(obj)
+    except pickle.PicklingError as exc:
+        raise RuntimeError("cannot pickle") from exc
+
+
+def broadcast_through_helper(comm, obj):
+    """The pickling happens in a helper; its result is still the sender's own bytes."""
+    blob = _pickled(obj)
+    size = len(blob)
+    comm.send(blob, dest=1)  # handing bytes on cannot change their length
+    if len(blob) != size:  # expect: GP003
+        raise RuntimeError("size changed")
+    return pickle.loads(blob)  # expect: GP001

@@ -154,3 +154,20 @@ def rebound_between_reads(requests):
         head = request.input_token_ids[:1]
         request = request.child
         print(head, request.input_token_ids)
+
+
+def _token_count(item):
+    request = item.request
+    return len(request.input_token_ids) if request else 0
+
+
+def balance_through_helper(requests):
+    """The key and the loop call one helper that reads the getter: two reads per item."""
+    ordered = sorted(requests, key=_token_count, reverse=True)
+    return [(item, _token_count(item)) for item in ordered]  # expect: GP002
+
+
+def balance_through_helper_once(requests):
+    counted = [(item, _token_count(item)) for item in requests]
+    counted.sort(key=lambda pair: pair[1], reverse=True)
+    return counted
