@@ -1,0 +1,112 @@
+"""Helpers shared by the benchmark scripts: machine facts, child rusage, output.
+
+The scripts run from a checkout (`python benchmarks/overhead.py`), so this module also makes
+the checkout's `gilprof` importable when the package is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def ensure_gilprof_importable() -> None:
+    try:
+        import gilprof  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, str(REPO_ROOT))
+
+
+def child_env() -> dict[str, str]:
+    """Environment for child Pythons: they must import the same gilprof as this script."""
+    env = dict(os.environ)
+    import gilprof
+
+    root = str(Path(gilprof.__file__).resolve().parents[1])
+    paths = [root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+class BenchmarkError(Exception):
+    """A failure the user can act on; printed as one line."""
+
+
+def fail(message: str) -> NoReturn:
+    print(f"benchmark: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "load_average": load_average(),
+    }
+
+
+def wait_with_rusage(proc: subprocess.Popen[Any], timeout: float, poll: float = 0.02,
+                     on_poll: Callable[[], None] | None = None) -> tuple[int, Any]:
+    """Reap `proc` with wait4, which gives that child's own rusage (its py-spy included).
+
+    RUSAGE_CHILDREN would be the maximum over every child reaped so far, so one small run
+    after a big one would report the big one's peak.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage
+        if time.monotonic() > deadline:
+            proc.kill()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            args = proc.args if isinstance(proc.args, (list, tuple)) else [proc.args]
+            raise BenchmarkError(f"{' '.join(map(str, args))} did not finish in {timeout:g} s")
+        if on_poll is not None:
+            on_poll()
+        time.sleep(poll)
+
+
+def print_json(data: Any) -> None:
+    try:
+        print(json.dumps(data, indent=2), flush=True)
+    except BrokenPipeError:
+        # The reader (`| head`) went away: not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]],
+                notes: Sequence[str] = ()) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for i, name in enumerate(columns):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    # Piped output gets a fixed width rather than 80 columns, so the rows stay on one line.
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    console.print(table)
+    for note in notes:
+        console.print(note, highlight=False)
+
+
+def megabytes(count: float) -> str:
+    return f"{count / 1e6:.1f} MB"

@@ -1,0 +1,513 @@
+"""Overhead of `gilprof attach` on rank 0: loop iteration time unsampled vs sampled.
+
+    python benchmarks/overhead.py                   # 6 phases of 8 s, about 70 s
+    python benchmarks/overhead.py --rounds 3 --phase-seconds 6    # 16 phases, about 2.5 min
+    python benchmarks/overhead.py --quick --json    # 6 phases of 1.5 s, about 20-40 s
+
+One run of the example job (`mpiexec -n 4 python examples/disagg_gen/server.py --impl before`)
+goes through sequential phases: no sampler, 100 Hz non-blocking, 100 Hz blocking, 1000 Hz
+non-blocking, 1000 Hz blocking, and no sampler again. A sampled phase is one
+`python -m gilprof attach --pid RANK0 -d S -q -o FILE` run; it lasts from the moment its
+first `py-spy record` process appears until its last one is gone, so gilprof's own start-up
+is left out but the gaps between sampling windows are in. Rank 0 logs TensorRT-LLM iteration
+lines; a line read from the log at time t with host_step_time h is an iteration that ran
+over [t - h, t], and it counts for a phase when at least half of it lies inside the phase.
+A configuration's ratio is the median iteration time of its phases over the median of all
+unsampled phases pooled; its 95% interval is a moving-block bootstrap of the difference of
+median log times (`gilprof.stats.median_difference_ci`), exponentiated. `--rounds N`
+repeats the sampled configurations N times, rotated, each round after an unsampled phase,
+so that slow drift in the job or in the machine's load averages out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import _common
+from _common import BenchmarkError
+
+_common.ensure_gilprof_importable()
+
+import psutil  # noqa: E402
+
+from gilprof.discover import resolve_target  # noqa: E402
+from gilprof.errors import GilprofError  # noqa: E402
+from gilprof.mpi_tools import find_mpiexec  # noqa: E402
+from gilprof.procs import die_with_parent  # noqa: E402
+from gilprof.profile import Profile  # noqa: E402
+from gilprof.stats import median_difference_ci, quantiles  # noqa: E402
+from gilprof.steps import StepParser  # noqa: E402
+
+SERVER = _common.REPO_ROOT / "examples" / "disagg_gen" / "server.py"
+POLL_S = 0.02
+# Allowance per sampled phase for `python -m gilprof attach` to start and save its profile.
+ATTACH_ALLOWANCE_S = 6.0
+
+
+@dataclass(frozen=True)
+class Config:
+    key: str
+    label: str
+    rate_hz: int | None  # None: no sampler
+    blocking: bool = False
+
+
+CONFIGS = (
+    Config("none", "no sampler", None),
+    Config("100nb", "100 Hz non-blocking", 100),
+    Config("100b", "100 Hz blocking", 100, True),
+    Config("1000nb", "1000 Hz non-blocking", 1000),
+    Config("1000b", "1000 Hz blocking", 1000, True),
+)
+
+
+@dataclass(frozen=True)
+class TimedStep:
+    seen_at: float  # time.monotonic() when the line was read
+    iteration: int
+    host_ms: float
+
+    @property
+    def started_at(self) -> float:
+        return self.seen_at - self.host_ms / 1e3
+
+
+class StepLogTail:
+    """Follows rank 0's iteration log and stamps each line with the time it was read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._records: list[TimedStep] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._parser = StepParser()
+        self._thread = threading.Thread(target=self._run, name="log-tail", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def records(self) -> list[TimedStep]:
+        with self._lock:
+            return list(self._records)
+
+    def _run(self) -> None:
+        while not self.path.exists():
+            if self._stop.wait(POLL_S):
+                return
+        buffer = b""
+        with open(self.path, "rb") as handle:
+            while not self._stop.is_set():
+                chunk = handle.read()
+                if not chunk:
+                    self._stop.wait(POLL_S)
+                    continue
+                now = time.monotonic()
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for raw in lines:
+                    record = self._parser.parse_line(raw.decode("utf-8", "replace"))
+                    if record is not None:
+                        with self._lock:
+                            self._records.append(TimedStep(now, record.iteration,
+                                                           record.host_step_ms))
+
+
+class ExampleJob:
+    """The example job under mpiexec, in its own session so that it can be stopped whole."""
+
+    def __init__(self, ranks: int, impl: str, loop_seconds: float, workdir: Path) -> None:
+        if not SERVER.is_file():
+            raise BenchmarkError(f"example job {SERVER} not found")
+        self.log_path = workdir / "rank0-iterations.log"
+        self.output_path = workdir / "job-output.txt"
+        argv = [find_mpiexec(), "-n", str(ranks), sys.executable, str(SERVER), "--impl", impl,
+                "--duration", f"{loop_seconds:g}", "--log-file", str(self.log_path)]
+        self.display = (f"mpiexec -n {ranks} python examples/disagg_gen/server.py --impl {impl} "
+                        f"--duration {loop_seconds:g} --log-file LOG")
+        with open(self.output_path, "wb") as output:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         env=_common.child_env(), preexec_fn=die_with_parent)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def rank0_pid(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        last = "no rank started yet"
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise BenchmarkError(f"the job exited (code {self.proc.returncode}) before rank 0 "
+                                     f"started: {self.output_tail()}")
+            try:
+                return resolve_target(pid=self.proc.pid, rank=0).pid
+            except GilprofError as exc:
+                last = str(exc)
+            time.sleep(0.1)
+        raise BenchmarkError(f"rank 0 did not start within {timeout:g} s: {last}")
+
+    def output_tail(self) -> str:
+        try:
+            lines = self.output_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "no output"
+        return " | ".join(lines[-3:]) or "no output"
+
+    def stop(self) -> None:
+        try:
+            members = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            members = []
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        _, alive = psutil.wait_procs(members, timeout=5)
+        for member in alive:
+            with suppress(psutil.NoSuchProcess):
+                member.kill()
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+class SamplerWatch:
+    """When the `py-spy record` children of one gilprof process ran, and their CPU time.
+
+    Each recorder's CPU time is read from /proc at every poll; what it spends after the
+    last poll (at most one poll interval) is missed.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.first: float | None = None
+        self.last: float | None = None
+        self._recorders: set[int] = set()
+        self._cpu_ticks: dict[int, int] = {}
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self._cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
+
+    def poll(self) -> None:
+        now = time.monotonic()
+        running = [child for child in self._children() if self._recorder(child)]
+        for child in running:
+            ticks = _cpu_ticks(child)
+            if ticks is not None:
+                self._cpu_ticks[child] = ticks
+        if running:
+            self.first = now if self.first is None else self.first
+            self.last = now
+
+    def _children(self) -> list[int]:
+        # The kernel's per-thread list costs one small read; psutil would scan all of /proc.
+        try:
+            text = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text()
+            return [int(x) for x in text.split()]
+        except FileNotFoundError:
+            with suppress(psutil.NoSuchProcess):
+                return [c.pid for c in psutil.Process(self.pid).children()]
+            return []
+        except OSError:
+            return []
+
+    def _recorder(self, pid: int) -> bool:
+        # Only positive answers are kept: a child read between fork and exec still shows
+        # gilprof's own command line.
+        if pid in self._recorders:
+            return True
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        if b"record" in argv and any(a.endswith(b"py-spy") for a in argv):
+            self._recorders.add(pid)
+            return True
+        return False
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/PID/stat)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])
+
+
+@dataclass
+class Phase:
+    config: Config
+    start: float
+    end: float
+    samples: int | None = None
+    windows: int | None = None
+    errors: int | None = None
+    attach_cpu_s: float | None = None  # gilprof attach and its py-spy runs
+    pyspy_cpu_s: float | None = None
+    steps: list[TimedStep] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    def host_ms(self) -> list[float]:
+        return [s.host_ms for s in self.steps]
+
+
+def attach_command(config: Config, pid: int, seconds: float, output: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "gilprof", "attach", "--pid", str(pid), "-d", f"{seconds:g}",
+           "-q", "-o", str(output), "--rate", str(config.rate_hz)]
+    return [*cmd, "--blocking"] if config.blocking else cmd
+
+
+def run_phase(config: Config, rank0: int, seconds: float, workdir: Path) -> Phase:
+    if config.rate_hz is None:
+        start = time.monotonic()
+        time.sleep(seconds)
+        return Phase(config, start, time.monotonic())
+    output = workdir / f"{config.key}.json"
+    errors = workdir / f"{config.key}.stderr"
+    with open(errors, "wb") as stderr:
+        proc = subprocess.Popen(attach_command(config, rank0, seconds, output),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=stderr, env=_common.child_env(),
+                                preexec_fn=die_with_parent)
+    watch = SamplerWatch(proc.pid)
+    try:
+        code, usage = _common.wait_with_rusage(proc, timeout=seconds * 3 + 60, poll=POLL_S,
+                                               on_poll=watch.poll)
+    finally:
+        if proc.returncode is None:  # interrupted: gilprof stops its py-spy on SIGTERM
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    if code != 0 or watch.first is None or watch.last is None:
+        message = errors.read_text(errors="replace").strip().splitlines()
+        raise BenchmarkError(f"`gilprof attach` ({config.label}) failed with exit code {code}: "
+                             f"{message[-1] if message else 'no output'}")
+    profile = Profile.load(output)
+    return Phase(config, watch.first, watch.last, samples=profile.sampling.samples,
+                 windows=len(profile.windows), errors=profile.sampling.errors, attach_cpu_s=usage.ru_utime + usage.ru_stime,
+                 pyspy_cpu_s=watch.cpu_seconds)
+
+
+def assign_steps(phases: list[Phase], steps: list[TimedStep]) -> None:
+    """An iteration belongs to the phase that holds at least half of it."""
+    for phase in phases:
+        phase.steps = [
+            s for s in steps
+            if min(s.seen_at, phase.end) - max(s.started_at, phase.start) >= s.host_ms / 2e3
+        ]
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _phase_row(phase: Phase, origin: float, base_median: float) -> dict[str, Any]:
+    values = phase.host_ms()
+    median = quantiles(values, [0.5])[0] if values else None
+    return {"key": phase.config.key, "start_s": round(phase.start - origin, 3),
+            "seconds": round(phase.seconds, 3), "iterations": len(values),
+            "median_ms": _round(median, 3),
+            "ratio": None if median is None else round(median / base_median, 4),
+            "samples": phase.samples, "windows": phase.windows, "sampler_errors": phase.errors,
+            "attach_cpu_s": _round(phase.attach_cpu_s, 3), "pyspy_cpu_s": _round(phase.pyspy_cpu_s, 3)}
+
+
+def _config_row(config: Config, phases: list[Phase], baseline: list[float],
+                base_median: float) -> dict[str, Any]:
+    values = [ms for p in phases for ms in p.host_ms()]
+    seconds = sum(p.seconds for p in phases)
+    row: dict[str, Any] = {
+        "key": config.key, "label": config.label, "rate_hz": config.rate_hz,
+        "blocking": config.blocking, "phases": len(phases), "seconds": round(seconds, 3),
+        "iterations": len(values), "median_ms": None, "p10_ms": None, "p90_ms": None,
+        "ratio": None, "ratio_ci95": None, "samples_per_s": None, "pyspy_cpu_share": None,
+    }
+    if config.rate_hz is not None and seconds > 0:
+        row["samples_per_s"] = round(sum(p.samples or 0 for p in phases) / seconds, 1)
+        row["pyspy_cpu_share"] = round(sum(p.pyspy_cpu_s or 0.0 for p in phases) / seconds, 4)
+    if values:
+        p10, p50, p90 = quantiles(values, [0.1, 0.5, 0.9])
+        row.update(median_ms=round(p50, 3), p10_ms=round(p10, 3), p90_ms=round(p90, 3),
+                   ratio=round(p50 / base_median, 4))
+        if config.rate_hz is not None and len(values) >= 2:
+            # On log times a difference of medians is the log of their ratio (the median
+            # commutes with a monotone map), so the interval's ends are ratios too.
+            diff = median_difference_ci([math.log(max(v, 1e-3)) for v in baseline],
+                                        [math.log(max(v, 1e-3)) for v in values], resamples=1000)
+            row["ratio_ci95"] = [round(math.exp(diff.low), 4), round(math.exp(diff.high), 4)]
+    return row
+
+
+def summarize(phases: list[Phase]) -> dict[str, Any]:
+    unsampled = [p for p in phases if p.config.rate_hz is None]
+    baseline = [ms for p in unsampled for ms in p.host_ms()]
+    if len(baseline) < 3:
+        raise BenchmarkError(f"only {len(baseline)} unsampled iterations; raise --phase-seconds")
+    base_median = quantiles(baseline, [0.5])[0]
+    configs = [_config_row(c, [p for p in phases if p.config == c], baseline, base_median)
+               for c in CONFIGS]
+    phase_rows = [_phase_row(p, phases[0].start, base_median) for p in phases]
+    return {
+        "baseline_median_ms": round(base_median, 3),
+        "baseline_iterations": len(baseline),
+        "ratios": {row["key"]: row["ratio"] for row in configs if row["rate_hz"] is not None},
+        "unsampled_phase_ratios": [row["ratio"] for row in phase_rows if row["key"] == "none"],
+        "configs": configs,
+        "phases": phase_rows,
+    }
+
+
+def schedule(rounds: int) -> list[Config]:
+    """Each round: unsampled, then the sampled configurations, rotated one place per round so
+    that no configuration always follows the same one; one more unsampled phase at the end."""
+    unsampled, sampled = CONFIGS[0], list(CONFIGS[1:])
+    order: list[Config] = []
+    for r in range(rounds):
+        shift = r % len(sampled)
+        order += [unsampled, *sampled[shift:], *sampled[:shift]]
+    return [*order, unsampled]
+
+
+def run(options: argparse.Namespace) -> dict[str, Any]:
+    load_before = _common.load_average()
+    order = schedule(options.rounds)
+    loop_seconds = options.duration or (
+        options.warmup + len(order) * (options.phase_seconds + options.settle + ATTACH_ALLOWANCE_S) + 30)
+    with tempfile.TemporaryDirectory(prefix="gilprof-overhead-") as tmp:
+        workdir = Path(tmp)
+        job = ExampleJob(options.ranks, options.impl, loop_seconds, workdir)
+        tail = StepLogTail(job.log_path)
+        tail.start()
+        try:
+            rank0 = job.rank0_pid(timeout=90)
+            deadline = time.monotonic() + 90
+            while not tail.records():
+                if not job.alive() or time.monotonic() > deadline:
+                    raise BenchmarkError(f"rank 0 logged no iteration: {job.output_tail()}")
+                time.sleep(0.1)
+            time.sleep(options.warmup)
+            phases = []
+            for config in order:
+                if not job.alive():
+                    raise BenchmarkError(f"the job ended before phase {config.label!r}; raise --duration")
+                phases.append(run_phase(config, rank0, options.phase_seconds, workdir))
+                time.sleep(options.settle)
+            if not job.alive():
+                raise BenchmarkError("the job ended during the last phase; raise --duration")
+            steps = tail.records()
+        finally:
+            tail.stop()
+            job.stop()
+    assign_steps(phases, steps)
+    result = summarize(phases)
+    return {
+        "benchmark": "overhead",
+        "job": {"command": job.display, "ranks": options.ranks, "impl": options.impl, "loop_seconds": loop_seconds},
+        "phase_seconds": options.phase_seconds,
+        "rounds": options.rounds,
+        "order": [c.key for c in order],
+        "machine": _common.machine_info(),
+        "load_before": load_before,
+        "load_after": _common.load_average(),
+        **result,
+    }
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    return "-" if value is None else format(value, pattern)
+
+
+def print_report(result: dict[str, Any]) -> None:
+    rows = []
+    for r in result["configs"]:
+        ci = r["ratio_ci95"]
+        ratio = _fmt(r["ratio"], ".3f") + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+        rows.append([r["label"], str(r["phases"]), f"{r['seconds']:.1f}", str(r["iterations"]),
+                     _fmt(r["median_ms"], ".1f"), _fmt(r["p90_ms"], ".1f"), ratio,
+                     _fmt(r["samples_per_s"], ".0f"), _fmt(r["pyspy_cpu_share"], ".1%")])
+    _common.print_table(
+        f"gilprof attach overhead on rank 0 ({result['job']['command']})",
+        ["configuration", "phases", "s", "iters", "median ms", "p90 ms", "ratio [95% CI]", "samples/s", "py-spy CPU"],
+        rows,
+        notes=[f"order: {', '.join(result['order'])}",
+               f"unsampled median {result['baseline_median_ms']:.1f} ms over "
+               f"{result['baseline_iterations']} iterations; ratio = median / unsampled median",
+               "noise floor: each unsampled phase's median / unsampled median: "
+               + ", ".join(_fmt(r, ".3f") for r in result["unsampled_phase_ratios"]),
+               "samples/s: GIL-held samples recorded per second (gil mode records a tick "
+               "only when a thread holds the GIL)",
+               "py-spy CPU = CPU time of the phase's py-spy processes / phase seconds "
+               "(one core = 100%)",
+               f"{result['machine']['cpus']} CPUs; load average before {result['load_before']}, "
+               f"after {result['load_after']}"],
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--phase-seconds", type=float, default=8.0,
+                        help="seconds each phase samples (or runs unsampled); default 8")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="the job's loop seconds (default: long enough for all phases)")
+    parser.add_argument("--warmup", type=float, default=3.0,
+                        help="seconds after rank 0's first iteration before the first phase")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat the sampled configurations this many times, each round "
+                             "after an unsampled phase (default 1)")
+    parser.add_argument("--settle", type=float, default=1.0, help="unmeasured seconds between phases")
+    parser.add_argument("--ranks", type=int, default=4, help="MPI ranks (default 4)")
+    parser.add_argument("--impl", default="before", help="the example's --impl (default before)")
+    parser.add_argument("--quick", action="store_true",
+                        help="1.5 s phases, 1 s warm-up, 0.5 s settle: a smoke run")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    options = parser.parse_args(argv)
+    if options.quick:
+        options.phase_seconds, options.warmup, options.settle, options.rounds = 1.5, 1.0, 0.5, 1
+    if options.phase_seconds <= 0 or options.warmup < 0 or options.settle < 0 \
+            or options.ranks < 1 or options.rounds < 1:
+        parser.error("--phase-seconds must be > 0, --warmup and --settle >= 0, "
+                     "--ranks and --rounds >= 1")
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    try:
+        result = run(options)
+    except (BenchmarkError, GilprofError) as exc:
+        _common.fail(str(exc))
+    except KeyboardInterrupt:
+        _common.fail("interrupted")
+    if options.json:
+        _common.print_json(result)
+    else:
+        print_report(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
