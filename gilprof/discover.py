@@ -149,6 +149,8 @@ def job_processes(root_pid: int | None = None) -> list[ProcessInfo]:
             info = describe(proc)
         except TargetError:
             continue
+        if _is_gilprof(info):
+            continue  # `gilprof exec` carries the rank variables of the child it samples
         if info.rank is not None or info.launcher is not None:
             found.append(info)
     return sorted(found, key=lambda p: (p.launcher_pid or 0, p.rank if p.rank is not None else -1, p.pid))

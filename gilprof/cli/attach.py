@@ -31,6 +31,8 @@ from gilprof.sampling import DEFAULT_WINDOW_S, SessionOptions, run_session, run_
 EXIT_INTERRUPTED = 130
 # The target exited before --duration ended: the profile is written but covers less time.
 EXIT_PARTIAL = 6
+# Below this, even a short profile may not fit: refuse before sampling rather than after.
+MIN_FREE_BYTES = 1 << 20
 
 
 @contextmanager
@@ -81,6 +83,20 @@ def check_output_writable(path: str) -> None:
     if os.path.exists(path) and not os.path.isfile(path):
         # The profile is written by rename, which would replace a device or FIFO (-o /dev/null).
         raise UsageError(f"output path {path} is not a regular file")
+    try:
+        vfs = os.statvfs(folder)
+    except OSError:
+        return
+    if vfs.f_bavail * vfs.f_frsize < MIN_FREE_BYTES:
+        raise UsageError(f"output folder {folder} is (nearly) full: "
+                         f"{vfs.f_bavail * vfs.f_frsize // 1024} KiB free")
+
+
+def save_profile(profile: Profile, path: str) -> None:
+    try:
+        profile.save(path)
+    except OSError as exc:  # the disk filled up while sampling, the folder went away, ...
+        raise GilprofError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 class LiveStatus:
@@ -226,7 +242,7 @@ def command(ranks: str | None, pid: int | None, rank: int | None, job: int | Non
                 with LiveStatus(label, enabled=not quiet and sys.stderr.isatty()) as status:
                     profile = run_session(make_target(info, keep_cmdline), sampler, options, stop,
                                           on_window=status.update)
-                profile.save(path)
+                save_profile(profile, path)
                 _summarize(profile, path)
                 profiles = [profile]
         except GilprofError:
@@ -289,7 +305,7 @@ def _sample_many(infos: list[ProcessInfo], sampler: Backend, options: SessionOpt
             click.echo(f"gilprof: rank {rank} (pid {target.pid}) not sampled: {result}", err=True)
             continue
         path = os.path.join(folder, f"rank{rank}-{target.pid}.json")
-        result.save(path)
+        save_profile(result, path)
         _summarize(result, path)
         profiles.append(result)
     if not profiles:

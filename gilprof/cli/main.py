@@ -11,21 +11,22 @@ import click
 from gilprof import __version__
 from gilprof.errors import GilprofError
 
-# Each module defines `command`, a click.Command; the order is the order of `--help`.
-COMMAND_MODULES = (
-    "demo",
-    "ps",
-    "attach",
-    "exec_",
-    "report",
-    "merge",
-    "steps",
-    "compare",
-    "gate",
-    "recipes",
-    "lint",
-    "bench_reference",
-)
+# Command name -> module defining `command`, a click.Command; the order is that of `--help`.
+# Modules load on demand: `gilprof exec` on a rank that is not sampled must start fast.
+COMMANDS = {
+    "demo": "demo",
+    "ps": "ps",
+    "attach": "attach",
+    "exec": "exec_",
+    "report": "report",
+    "merge": "merge",
+    "steps": "steps",
+    "compare": "compare",
+    "gate": "gate",
+    "recipes": "recipes",
+    "lint": "lint",
+    "bench-reference": "bench_reference",
+}
 
 
 class GilprofGroup(click.Group):
@@ -42,7 +43,14 @@ class GilprofGroup(click.Group):
             ctx.exit(130)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        loaded: click.Command = importlib.import_module(f"gilprof.cli.{module}").command
+        return loaded
 
 
 @click.group(cls=GilprofGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,21 +66,6 @@ def cli() -> None:
       gilprof compare before.json after.json  # did the fix take GIL time off rank 0?
       gilprof gate after.json --max-share safe_broadcast=5
     """
-
-
-def _register_commands() -> None:
-    for name in COMMAND_MODULES:
-        module_name = f"gilprof.cli.{name}"
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # command not shipped in this build
-            raise
-        cli.add_command(module.command)
-
-
-_register_commands()
 
 
 def main() -> None:

@@ -1,0 +1,163 @@
+"""`gilprof exec`: run under the job's launcher; sample the selected ranks as children."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from dataclasses import replace
+
+import click
+
+from gilprof.backends import get_backend
+from gilprof.cli.attach import (
+    _summarize,
+    check_output_writable,
+    make_target,
+    save_profile,
+    stop_on_signals,
+)
+from gilprof.discover import RANK_VARIABLES, ProcessInfo, parse_rank_selection
+from gilprof.errors import GilprofError, UsageError
+from gilprof.exec_ import (
+    ChildCommand,
+    exec_command,
+    is_selected,
+    rank_from_environment,
+    sample_child,
+    sampler_settings,
+)
+from gilprof.model import Mode, Target
+from gilprof.sampling import DEFAULT_WINDOW_S, SessionOptions
+
+DEFAULT_FOLDER = "gilprof-profiles"
+
+
+@click.command("exec", context_settings={"ignore_unknown_options": True,
+                                         "allow_interspersed_args": False})
+@click.option("--ranks", default="0", show_default=True, metavar="all|N|N-M|N,M",
+              help="Ranks to sample; every other rank runs the command directly.")
+@click.option("-o", "--output", type=click.Path(), default=DEFAULT_FOLDER, metavar="DIR",
+              show_default=True, help="Folder for the profiles, one rank<R>-<pid>.json per sampled rank.")
+@click.option("-d", "--duration", type=click.FloatRange(min=0.1),
+              help="Seconds to sample (default: until the command exits). The command runs on.")
+@click.option("-r", "--rate", type=click.IntRange(1, 10000), default=100, show_default=True,
+              help="Samples per second.")
+@click.option("--mode", type=click.Choice([m.value for m in Mode]), default="gil", show_default=True,
+              help="As for `gilprof attach`: gil, wall, cpu or contention.")
+@click.option("--native", is_flag=True, help="Include native (C/C++) frames; implies --blocking.")
+@click.option("--blocking", is_flag=True, help="Pause the target at each sample (more exact, slower target).")
+@click.option("--window", type=click.FloatRange(min=0.2), default=DEFAULT_WINDOW_S, show_default=True,
+              help="Seconds per sampling window.")
+@click.option("--match", help="Sample the first Python process in the command's tree whose command "
+                              "line matches this regex (default: the command, or its first Python "
+                              "descendant when the command is a script wrapper).")
+@click.option("--wait-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="Seconds to wait for that Python process to appear.")
+@click.option("--keep-cmdline", is_flag=True, help="Keep secret-looking command-line values (redacted by default).")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def command(ranks: str, output: str, duration: float | None, rate: int, mode: str, native: bool,
+            blocking: bool, window: float, match: str | None, wait_timeout: float,
+            keep_cmdline: bool, quiet: bool, command: tuple[str, ...]) -> None:
+    """Run COMMAND as this rank; on the selected ranks, sample it as a child.
+
+    Put gilprof between the launcher and the program. Each rank reads its rank
+    variable (PMI_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, ...). Selected ranks
+    start the command as a child and sample it: a parent may trace its own child
+    even where kernel.yama.ptrace_scope=1 or a missing SYS_PTRACE capability
+    stops `gilprof attach`. Every other rank replaces itself with the command
+    (exec): same PID, no sampler, no overhead once it runs.
+
+    \b
+    Examples:
+      mpiexec -n 8 gilprof exec --ranks 0 -o prof -- python app.py
+      srun gilprof exec --ranks 0,4 -d 60 -- python -m my.server --port 8000
+      gilprof exec -- python app.py        # no launcher: this process is rank 0
+      gilprof exec --match mgmn_leader -- bash start_worker.sh GEN 0
+    Then: gilprof report prof/rank0-*.json
+
+    \b
+    Signals and exit status:
+      SIGINT/SIGTERM to gilprof are forwarded to the command; sampling stops and
+      the profile is written, marked partial. gilprof then waits for the command
+      and exits with its exit status (killed by signal N: 128+N). In an
+      interactive terminal the command stays in the foreground: Ctrl-C
+      reaches it directly, once, and stops sampling too.
+      2: usage error (no command, bad --ranks, unwritable -o), nothing started.
+      127: command not found; 126: command not executable (as a shell).
+      If sampling fails, one error line is printed and the command runs on;
+      the exit status is still the command's.
+    """
+    if not command:
+        raise UsageError("no command given; usage: gilprof exec [OPTIONS] -- COMMAND [ARGS]...")
+    wanted = parse_rank_selection(ranks)  # every rank validates, so all fail alike
+    identity = rank_from_environment(os.environ)
+    if identity.variable is None and not quiet:
+        click.echo("gilprof: no rank variable set (" + ", ".join(RANK_VARIABLES[:4])
+                   + ", ...); running as rank 0, a single process", err=True)
+    if not is_selected(identity.rank, wanted):
+        exec_command(command)
+    try:
+        pattern = re.compile(match) if match else None
+    except re.error as exc:
+        raise UsageError(f"--match: bad regular expression: {exc}") from None
+    sampler = get_backend("py-spy")
+    sampler.version()  # fail before starting the command if py-spy is missing
+    _prepare_folder(output)
+    settings = sampler_settings(mode, rate, native, blocking)
+    options = SessionOptions(settings=settings, duration=duration, window_s=window)
+
+    children: list[ChildCommand] = []
+    pending: list[int] = []
+
+    def forward(signum: int) -> None:
+        if children:
+            children[0].forward(signum)
+        else:
+            pending.append(signum)
+
+    def target_of(info: ProcessInfo) -> Target:
+        target = make_target(info, keep_cmdline)
+        return replace(target, rank=identity.rank,
+                       rank_source=identity.variable or "gilprof exec (no rank variable)")
+
+    with stop_on_signals(forward) as stop:
+        child = ChildCommand(command)
+        children.append(child)
+        for signum in pending:
+            child.forward(signum)
+        try:
+            profile = sample_child(child, sampler, options, stop, target_of, pattern, wait_timeout)
+        except GilprofError as exc:
+            click.echo(f"gilprof: error: rank {identity.rank} not sampled: {exc}", err=True)
+        except Exception as exc:  # a gilprof bug must not take the user's job down with it
+            click.echo(f"gilprof: error: rank {identity.rank} not sampled: internal error: "
+                       f"{type(exc).__name__}: {exc}", err=True)
+        else:
+            path = os.path.join(output, f"rank{identity.rank}-{profile.target.pid}.json")
+            try:
+                save_profile(profile, path)
+            except GilprofError as exc:  # disk full: the command must still be awaited
+                click.echo(f"gilprof: error: {exc}", err=True)
+            else:
+                if not quiet:
+                    _summarize(profile, path)
+        code = child.wait()
+    if child.proc.returncode < 0 and not quiet:
+        try:
+            name = signal.Signals(-child.proc.returncode).name
+        except ValueError:
+            name = f"signal {-child.proc.returncode}"
+        click.echo(f"gilprof: the command was killed by {name} (exit status {code})", err=True)
+    click.get_current_context().exit(code)
+
+
+def _prepare_folder(folder: str) -> None:
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"-o names a folder; {folder} is a file")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create output folder {folder}: {exc.strerror or exc}") from None
+    check_output_writable(os.path.join(folder, "rank.json"))

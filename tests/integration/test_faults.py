@@ -1,0 +1,241 @@
+"""Faults, for real: a rank killed mid-run, Ctrl-C in launch mode, no ptrace permission, bad -o."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gilprof.discover import RANK_VARIABLES
+
+from .conftest import ROOT, WORKLOADS, gilprof_cmd, require_tool, wait_for
+
+pytestmark = pytest.mark.integration
+WORKLOAD = str(WORKLOADS / "gil_workload.py")
+LIGHT = ["--broadcast-work", "4000", "--route-work", "2000", "--ingress-work", "2000"]
+IS_ROOT = os.geteuid() == 0
+
+
+def _read_pidfiles(prefix: Path, n: int) -> dict[int, int] | None:
+    files = {r: Path(f"{prefix}.{r}") for r in range(n)}
+    if all(f.exists() and f.read_text() for f in files.values()):
+        return {r: int(f.read_text()) for r, f in files.items()}
+    return None
+
+
+def _samplers(pid: int) -> list[int]:
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True) if c.name() == "py-spy"]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("gilprof: error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_rank_killed_mid_run_gives_partial_profile_and_exit_6(tmp_path, spawn):
+    mpiexec = require_tool("mpiexec")
+    prefix, out = tmp_path / "pid", tmp_path / "rank0.json"
+    job = spawn([mpiexec, "-n", "4", sys.executable, WORKLOAD, "--duration", "30",
+                 "--pidfile", str(prefix), *LIGHT])
+    pids = wait_for(lambda: _read_pidfiles(prefix, 4), timeout=30)
+    assert pids, "the 4 ranks did not start"
+    run = spawn(gilprof_cmd("attach", "--job", str(job.pid), "--rank", "0", "-d", "20", "-q",
+                            "-o", str(out)))
+    assert wait_for(lambda: _samplers(run.pid), timeout=30), run.stderr.read().decode()
+    time.sleep(2.5)  # at least one complete window
+    os.kill(pids[0], signal.SIGKILL)
+    assert run.wait(timeout=30) == 6, run.stderr.read().decode()
+    stderr = run.stderr.read().decode()
+    assert "PARTIAL: target exited after" in stderr, stderr
+    profile = json.loads(out.read_text())
+    assert profile["target"]["pid"] == pids[0]
+    sampling = profile["sampling"]
+    assert sampling["partial"] is True
+    assert sampling["partial_reason"].startswith("target exited after")
+    assert sampling["partial_reason"].endswith("of 20 s")
+    assert 0.0 < sampling["duration_s"] < 15.0
+    assert sum(c for w in profile["windows"] for _, c in w["counts"]) > 0
+
+
+def test_sigint_in_launch_mode_reaches_the_job_and_leaves_nothing_behind(tmp_path, spawn):
+    mpiexec = require_tool("mpiexec")
+    prefix, out = tmp_path / "pid", tmp_path / "launched.json"
+    run = spawn(gilprof_cmd("attach", "--rank", "0", "-q", "-o", str(out), "--", mpiexec, "-n", "2",
+                            sys.executable, WORKLOAD, "--duration", "30", "--pidfile", str(prefix),
+                            *LIGHT))
+    pids = wait_for(lambda: _read_pidfiles(prefix, 2), timeout=30)
+    assert pids, "the job's ranks did not start"
+    assert wait_for(lambda: _samplers(run.pid), timeout=30)
+    time.sleep(2.5)
+    samplers = _samplers(run.pid)
+    run.send_signal(signal.SIGINT)
+    # sampling stops at once and the profile is written while the job shuts down
+    assert wait_for(out.exists, timeout=15), "no profile after SIGINT"
+    # mpiexec passed the Ctrl-C on to the ranks; these ignore it (their threads keep running),
+    # and as with mpiexec itself a second Ctrl-C aborts the job
+    time.sleep(0.5)
+    assert run.poll() is None
+    run.send_signal(signal.SIGINT)
+    code = run.wait(timeout=30)
+    stderr, stdout = run.stderr.read().decode(), run.stdout.read().decode()
+    assert code != 0, stderr  # the job's exit status: it was aborted
+    assert "Sending Ctrl-C to processes" in stdout, stdout  # mpiexec got the first SIGINT
+    # and a rank got it (the abort may cut off the other's traceback on a loaded machine)
+    assert "KeyboardInterrupt" in stderr, stderr
+    assert wait_for(lambda: not any(_running(p) for p in pids.values()), timeout=15), \
+        f"ranks survived gilprof: {pids}"
+    assert samplers and not any(_running(p) for p in samplers), samplers
+    profile = json.loads(out.read_text())
+    assert profile["target"]["pid"] == pids[0]
+    assert profile["sampling"]["partial"] is True
+    assert profile["sampling"]["partial_reason"].startswith("interrupted")
+
+
+# Without ptrace permission. As root: drop CAP_SYS_PTRACE from gilprof's bounding set (a
+# container without SYS_PTRACE) and sample a root process that still holds every capability;
+# the kernel refuses since the target has capabilities gilprof lacks. (Running as uid 65534
+# is no option here: the interpreters live under /root, which that user cannot enter.) Not
+# root: make the target non-dumpable, which refuses ptrace to anyone without CAP_SYS_PTRACE.
+NOT_DUMPABLE = ("import ctypes, runpy, sys; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+                "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+def _without(*capabilities: str) -> list[str]:
+    """A command prefix that runs gilprof without these capabilities (root only)."""
+    if not IS_ROOT:
+        return []
+    setpriv = require_tool("setpriv")
+    drop = ",".join(f"-{c}" for c in capabilities)
+    return [setpriv, "--bounding-set", drop, "--inh-caps", drop, "--"]
+
+
+def test_no_ptrace_permission_exit_4_says_what_to_do_and_exec_still_works(tmp_path, spawn):
+    prefix = _without("sys_ptrace")
+    workload = [WORKLOAD, "--duration", "20", *LIGHT]
+    target = spawn([sys.executable, *workload] if IS_ROOT
+                   else [sys.executable, "-c", NOT_DUMPABLE, *workload])
+    time.sleep(0.7)
+    out = tmp_path / "never.json"
+    refused = subprocess.run([*prefix, *gilprof_cmd("attach", "--pid", str(target.pid), "-d", "2",
+                                                    "-q", "-o", str(out))],
+                             capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert refused.returncode == 4, refused.stderr
+    message = _one_error_line(refused.stderr)
+    for advice in ("as root", "SYS_PTRACE", "kernel.yama.ptrace_scope", "gilprof exec"):
+        assert advice in message, (advice, message)
+    assert not out.exists()
+
+    # the same restrictions do not stop gilprof from sampling its own child
+    folder = tmp_path / "exec"
+    env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
+    child = subprocess.run([*prefix, *gilprof_cmd("exec", "-d", "1", "-q", "-o", str(folder), "--",
+                                                  sys.executable, WORKLOAD, "--duration", "2.5",
+                                                  *LIGHT)],
+                           capture_output=True, text=True, timeout=60, cwd=str(ROOT), env=env,
+                           stdin=subprocess.DEVNULL)
+    assert child.returncode == 0, child.stderr
+    [written] = list(folder.glob("rank0-*.json"))
+    assert sum(c for w in json.loads(written.read_text())["windows"] for _, c in w["counts"]) > 0
+
+
+def test_unusable_output_is_refused_before_anything_starts(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from gilprof.cli.main import cli
+
+    marker = tmp_path / "job-started"
+    job = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    for name in RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    def gilprof(*args: str, prefix: tuple[str, ...] = ()) -> tuple[int, str]:
+        if not prefix:  # in-process: quicker, and the same code path
+            result = CliRunner().invoke(cli, list(args))
+            return result.exit_code, _one_error_line(result.stderr)
+        done = subprocess.run([*prefix, *gilprof_cmd(*args)], capture_output=True, text=True,
+                              timeout=60, cwd=str(ROOT), stdin=subprocess.DEVNULL)
+        return done.returncode, _one_error_line(done.stderr)
+
+    code, line = gilprof("attach", "-o", str(tmp_path / "missing" / "p.json"), "--", *job)
+    assert code == 2 and "does not exist" in line, line
+
+    fifo = tmp_path / "p.fifo"
+    os.mkfifo(fifo)
+    code, line = gilprof("attach", "-o", str(fifo), "--", *job)
+    assert code == 2 and "not a regular file" in line, line
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # a rename would have replaced it
+
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    # root writes anywhere unless it lacks CAP_DAC_OVERRIDE
+    drop = tuple(_without("dac_override", "dac_read_search"))
+    code, line = gilprof("attach", "-o", str(read_only / "p.json"), "--", *job, prefix=drop)
+    assert code == 2 and "not writable" in line, line
+    code, line = gilprof("exec", "-o", str(read_only), "--", *job, prefix=drop)
+    assert code == 2 and "not writable" in line, line
+    code, line = gilprof("exec", "-o", str(fifo), "--", *job)
+    assert code == 2 and "is a file" in line, line
+    assert not marker.exists(), "a job was started although its profile could not be written"
+
+
+def _fill(folder: Path, leave: int) -> None:
+    """Write into `folder` until at most `leave` bytes are free."""
+    vfs = os.statvfs(folder)
+    with open(folder / f"fill-{time.monotonic_ns()}", "wb") as handle:
+        try:
+            handle.write(b"\0" * max(0, vfs.f_bavail * vfs.f_frsize - leave))
+            handle.flush()
+        except OSError:
+            pass  # full: that was the point
+
+
+def test_full_disk_is_refused_before_sampling_and_filling_up_later_is_one_line(tmp_path, spawn):
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = IS_ROOT and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)],
+                                         capture_output=True).returncode == 0
+    if not mounted:
+        pytest.skip("needs root that may mount a tmpfs (a small file system to fill)")
+    try:
+        target = spawn([sys.executable, WORKLOAD, "--duration", "20", *LIGHT])
+        time.sleep(0.5)
+        out = small / "p.json"
+        _fill(small, leave=256 * 1024)
+        early = subprocess.run(gilprof_cmd("attach", "--pid", str(target.pid), "-d", "1", "-q",
+                                           "-o", str(out)),
+                               capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+        assert early.returncode == 2, early.stderr
+        assert "is (nearly) full" in _one_error_line(early.stderr)
+
+        for filler in small.glob("fill-*"):
+            filler.unlink()
+        late = spawn(gilprof_cmd("attach", "--pid", str(target.pid), "-d", "3", "-q", "-o", str(out)))
+        assert wait_for(lambda: _samplers(late.pid), timeout=30), late.stderr.read().decode()
+        _fill(small, leave=0)  # the disk fills up while gilprof samples
+        assert late.wait(timeout=30) == 2
+        line = _one_error_line(late.stderr.read().decode())
+        assert "cannot write" in line and "No space left on device" in line, line
+        assert not out.exists() and not list(small.glob(".gilprof-*"))  # no half-written file
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)

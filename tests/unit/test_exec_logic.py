@@ -1,0 +1,134 @@
+"""`gilprof exec` decisions without processes: which rank am I, am I sampled, which exit status."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+import gilprof.cli.exec_ as exec_cli
+from gilprof.discover import RANK_VARIABLES, parse_rank_selection
+from gilprof.errors import UsageError
+from gilprof.exec_ import (
+    CommandNotExecutable,
+    CommandNotFound,
+    RankIdentity,
+    exit_status,
+    is_selected,
+    rank_from_environment,
+    sampler_settings,
+)
+from gilprof.model import Mode
+
+
+def test_no_rank_variable_means_rank_0_and_says_so():
+    assert rank_from_environment({"PATH": "/bin"}) == RankIdentity(0, None)
+
+
+@pytest.mark.parametrize("name", RANK_VARIABLES)
+def test_each_rank_variable_is_read(name):
+    assert rank_from_environment({name: "5"}) == RankIdentity(5, name)
+
+
+def test_launcher_variable_wins_over_inherited_slurm_procid():
+    # mpirun inside a SLURM step: every rank inherits SLURM_PROCID=0
+    env = {"SLURM_PROCID": "0", "OMPI_COMM_WORLD_RANK": "3", "RANK": "7"}
+    assert rank_from_environment(env) == RankIdentity(3, "OMPI_COMM_WORLD_RANK")
+
+
+def test_non_integer_value_falls_through_to_the_next_variable():
+    env = {"PMI_RANK": "", "SLURM_PROCID": " 2 ", "RANK": "x"}
+    assert rank_from_environment(env) == RankIdentity(2, "SLURM_PROCID")
+    assert rank_from_environment({"RANK": "-1"}) == RankIdentity(0, None)
+
+
+@pytest.mark.parametrize("text,selected,not_selected", [
+    ("0", [0], [1, 7]),
+    ("all", [0, 1, 63], []),
+    ("1-3", [1, 2, 3], [0, 4]),
+    ("0,4", [0, 4], [1, 3, 5]),
+    ("0-1,8", [0, 1, 8], [2, 7, 9]),
+])
+def test_rank_selection(text, selected, not_selected):
+    wanted = parse_rank_selection(text)
+    assert all(is_selected(r, wanted) for r in selected)
+    assert not any(is_selected(r, wanted) for r in not_selected)
+
+
+@pytest.mark.parametrize("text", ["zero", "1-", "3-1", "", "0;1"])
+def test_bad_rank_selection_is_a_usage_error(text):
+    with pytest.raises(UsageError):
+        parse_rank_selection(text)
+
+
+@pytest.mark.parametrize("returncode,status", [(0, 0), (3, 3), (255, 255), (-2, 130), (-15, 143),
+                                               (-9, 137)])
+def test_exit_status_is_what_a_shell_reports(returncode, status):
+    assert exit_status(returncode) == status
+
+
+@given(st.integers(min_value=-64, max_value=255))
+def test_exit_status_fits_a_byte_and_keeps_signals_above_128(returncode):
+    status = exit_status(returncode)
+    assert 0 <= status <= 255
+    if returncode < 0:
+        assert 128 < status <= 192
+    else:
+        assert status == returncode
+
+
+def test_command_errors_carry_shell_codes():
+    assert (CommandNotFound.exit_code, CommandNotExecutable.exit_code) == (127, 126)
+
+
+def test_sampler_settings_follow_attach_rules():
+    assert sampler_settings("gil", 100, False, False).blocking is False
+    native = sampler_settings("wall", 50, True, False)
+    assert native.native and native.blocking and native.rate_hz == 50.0
+    contention = sampler_settings("contention", 100, False, False)
+    assert contention.mode is Mode.CONTENTION and contention.native and contention.blocking
+
+
+class _Execed(Exception):
+    pass
+
+
+def _run_cli(monkeypatch, env: dict[str, str], args: list[str]):
+    """Invoke the command with exec and the sampler replaced by recorders."""
+    for name in RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    execed: list[tuple[str, ...]] = []
+
+    def fake_exec(argv):
+        execed.append(tuple(argv))
+        raise _Execed
+
+    def no_sampler(_name):
+        raise AssertionError("an unselected rank must not touch the sampler")
+
+    monkeypatch.setattr(exec_cli, "exec_command", fake_exec)
+    monkeypatch.setattr(exec_cli, "get_backend", no_sampler)
+    result = CliRunner().invoke(exec_cli.command, args)
+    return result, execed
+
+
+def test_unselected_rank_execs_the_command_with_its_own_options(monkeypatch):
+    result, execed = _run_cli(monkeypatch, {"PMI_RANK": "2"},
+                              ["--ranks", "0,1", "python", "app.py", "-o", "x", "--ranks", "9"])
+    assert isinstance(result.exception, _Execed)
+    # options after the command belong to the command
+    assert execed == [("python", "app.py", "-o", "x", "--ranks", "9")]
+    assert "no rank variable" not in result.stderr
+
+
+def test_without_rank_variable_rank_0_is_selected(monkeypatch):
+    result, execed = _run_cli(monkeypatch, {}, ["--", "python", "app.py"])
+    assert execed == []  # rank 0 is sampled (here: the fake sampler refuses)
+    assert isinstance(result.exception, AssertionError)
+    assert "no rank variable set" in result.stderr
+
+    result, execed = _run_cli(monkeypatch, {}, ["--ranks", "1", "--", "python", "app.py"])
+    assert execed == [("python", "app.py")]
