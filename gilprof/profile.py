@@ -191,13 +191,24 @@ def read_json_file(path: str | os.PathLike[str], what: str) -> Any:
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()) - 1:
+        if _ends_early(text, exc):
             raise InputError(f"{name}: truncated {what} (JSON ends early at byte {exc.pos})") from None
         raise InputError(f"{name}: not a valid {what}: {exc.msg} at line {exc.lineno}") from None
     except RecursionError:
         raise InputError(f"{name}: not a valid {what}: nested too deeply") from None
     except ValueError as exc:
         raise InputError(f"{name}: not a valid {what}: {exc}") from None
+
+
+def _ends_early(text: str, exc: json.JSONDecodeError) -> bool:
+    """Whether the decoder failed because the text stops, not because of a wrong byte."""
+    if exc.msg.startswith("Unterminated string"):  # reported at the opening quote
+        return True
+    rest = text[exc.pos:].rstrip()
+    # A cut inside a literal (`fals`) or a number (`1.`, `1e-`) is reported where the
+    # literal or the unfinished part of the number starts.
+    return (len(rest) <= 1 or (rest[1:] in ("-", "+") and rest[0] in "eE")
+            or any(word.startswith(rest) for word in ("true", "false", "null")))
 
 
 def _reject_constant(name: str) -> Any:
@@ -218,21 +229,28 @@ class _ProfileReader:
             raise self.fail("not a gilprof profile (expected a JSON object)")
         schema = data.get("schema")
         if not isinstance(schema, str) or not schema.startswith(SCHEMA_NAME + "/"):
-            raise self.fail(f"not a gilprof profile (schema is {schema!r}, expected {SCHEMA!r})")
+            raise self.fail(f"not a gilprof profile (schema is {_short(schema)}, expected {SCHEMA!r})")
         version_text = schema.rpartition("/")[2]
-        if not version_text.isdigit():
-            raise self.fail(f"unknown schema version {schema!r}")
+        # ASCII digits only ("²".isdigit() is true), and few enough for int() to accept.
+        if not (version_text.isascii() and version_text.isdigit()) or len(version_text) > 18:
+            raise self.fail(f"unknown schema version {_short(schema)}")
         version = int(version_text)
         if version > SCHEMA_VERSION:
             raise self.fail(
-                f"profile schema {schema} is newer than this gilprof reads ({SCHEMA}); upgrade gilprof"
+                f"profile schema {SCHEMA_NAME}/{version} is newer than this gilprof reads ({SCHEMA}); "
+                "upgrade gilprof"
             )
         if version < 1:
-            raise self.fail(f"unknown schema version {schema!r}")
+            raise self.fail(f"unknown schema version {_short(schema)}")
         try:
             return self._read_v1(data)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise self.fail(f"malformed profile ({type(exc).__name__}: {exc})") from None
+        # OverflowError: an integer beyond the float range; RecursionError: repr() of a value
+        # nested hundreds deep while an error message is formatted.
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
+                RecursionError) as exc:
+            detail = str(exc)
+            detail = detail if len(detail) <= 120 else detail[:117] + "..."
+            raise self.fail(f"malformed profile ({type(exc).__name__}: {detail})") from None
 
     def _read_v1(self, data: dict[str, Any]) -> Profile:
         t = self._object(data, "target")
@@ -252,7 +270,7 @@ class _ProfileReader:
         try:
             mode = Mode(s.get("mode"))
         except ValueError:
-            raise self.fail(f"sampling.mode: expected gil, wall or cpu, got {s.get('mode')!r}") from None
+            raise self.fail(f"sampling.mode: expected gil, wall or cpu, got {_short(s.get('mode'))}") from None
         sampling = SamplingInfo(
             sampler=str(s.get("sampler", "")),
             sampler_version=str(s.get("sampler_version", "")),
@@ -269,7 +287,9 @@ class _ProfileReader:
             messages=tuple(str(m) for m in self._list(s, "messages", default=[])),
         )
         profile = Profile(target, sampling)
-        for entry in self._list(data, "threads", default=[]):
+        for i, entry in enumerate(self._list(data, "threads", default=[])):
+            if not isinstance(entry, dict):
+                raise self.fail(f"threads[{i}]: expected an object")
             profile.threads[int(entry["tid"])] = str(entry.get("name", ""))
         for i, entry in enumerate(self._list(data, "frames")):
             if not isinstance(entry, list) or len(entry) != 3:
@@ -293,12 +313,12 @@ class _ProfileReader:
             for pair in self._list(entry, "counts"):
                 index, count = int(pair[0]), int(pair[1])
                 if not 0 <= index < nstacks or count < 0:
-                    raise self.fail(f"windows[{i}].counts: bad entry {pair!r}")
+                    raise self.fail(f"windows[{i}].counts: bad entry {_short(pair)}")
                 window.counts[index] = window.counts.get(index, 0) + count
             for span in self._list(entry, "spans", default=[]):
                 tid, index, a, b = int(span[0]), int(span[1]), float(span[2]), float(span[3])
                 if not 0 <= index < nstacks or not (math.isfinite(a) and math.isfinite(b)) or b < a:
-                    raise self.fail(f"windows[{i}].spans: bad entry {span!r}")
+                    raise self.fail(f"windows[{i}].spans: bad entry {_short(span)}")
                 window.spans.append((tid, index, a, b))
             profile.windows.append(window)
         profile.finish()
@@ -320,7 +340,7 @@ class _ProfileReader:
     def _int(self, data: dict[str, Any], key: str, default: int | None = None) -> int:
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(f"{key}: expected an integer, got {value!r}")
+            raise self.fail(f"{key}: expected an integer, got {_short(value)}")
         return value
 
     def _opt_int(self, data: dict[str, Any], key: str) -> int | None:
@@ -333,11 +353,29 @@ class _ProfileReader:
     def _number(self, data: dict[str, Any], key: str, default: float | None = None,
                 positive: bool = False) -> float:
         value = data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self.fail(f"{key}: expected a finite number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
+            raise self.fail(f"{key}: expected a finite number, got {_short(value)}")
         if positive and value <= 0:
-            raise self.fail(f"{key}: expected a number > 0, got {value!r}")
+            raise self.fail(f"{key}: expected a number > 0, got {_short(value)}")
         return float(value)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the float range
+        return False
+
+
+def _short(value: Any) -> str:
+    """A value for a one-line error message: bounded in length, whatever the file held."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return "a huge integer"
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # nested too deep, or an int of 4300+ digits inside
+        return f"a {type(value).__name__} too large to show"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -369,7 +407,7 @@ def load_profiles(path: str | os.PathLike[str]) -> list[Profile]:
     data = read_json_file(path, what="profile")
     if isinstance(data, dict) and str(data.get("schema", "")).startswith("gilprof.bundle/"):
         if data["schema"] != BUNDLE_SCHEMA:
-            raise InputError(f"{os.fspath(path)}: bundle schema {data['schema']!r} is not "
+            raise InputError(f"{os.fspath(path)}: bundle schema {_short(data['schema'])} is not "
                              f"{BUNDLE_SCHEMA!r}; upgrade gilprof")
         members = data.get("profiles")
         if not isinstance(members, list) or not members:

@@ -205,6 +205,8 @@ def _show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value if len(value) <= 40 else value[:37] + "...")
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return "a huge integer"
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, dict):
@@ -280,7 +282,10 @@ class _Checker:
             what += f" and <= {at_most:g}"
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.expected(key, what, value)
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            raise self.expected(key, what, value) from None
         if (
             not math.isfinite(number)
             or (above is not None and number <= above)
@@ -430,12 +435,20 @@ def _gate(check: _Checker, raw: Any) -> GateBudgets:
     )
 
 
+def _load_toml(text: str, label: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except RecursionError:  # tomllib recurses once per nesting level of arrays and tables
+        raise InputError(f"{label}: not valid TOML: nested too deeply") from None
+    except ValueError as exc:  # TOMLDecodeError, or int() refusing an integer of 4300+ digits
+        detail = str(exc)
+        detail = detail if len(detail) <= 120 else detail[:117] + "..."
+        raise InputError(f"{label}: not valid TOML: {detail}") from None
+
+
 def parse_gate_budgets(text: str, label: str) -> GateBudgets:
     """A budget file for `gilprof gate --budget`: a `[gate]` table, alone or inside a recipe."""
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{label}: not valid TOML: {exc}") from None
+    document = _load_toml(text, label)
     check = _Checker(label)
     if "gate" not in document:
         raise check.fail("gate", "missing; expected a [gate] table of budgets")
@@ -444,10 +457,7 @@ def parse_gate_budgets(text: str, label: str) -> GateBudgets:
 
 def parse_recipe(text: str, label: str) -> Recipe:
     """Validate one recipe's TOML `text`; `label` names the file in error messages."""
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{label}: not valid TOML: {exc}") from None
+    document = _load_toml(text, label)
     check = _Checker(label)
     check.table(document, "", _TOP_KEYS)
     for required in ("name", "description"):

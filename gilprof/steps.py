@@ -101,9 +101,17 @@ _MPIRUN_PREFIX_RE = re.compile(r"\[\d+,(\d{1,9})\]<std(?:out|err)>")
 _SRUN_LABEL_RE = re.compile(r"^\s*(\d{1,9}): ")
 
 
+# Beyond this a "step time" is garbage (1e12 ms is 30 years); the bound also keeps sums
+# and means of many step times inside the float range.
+MAX_STEP_MS = 1e12
+
+
+def _plausible(value: float) -> float | None:
+    return value if math.isfinite(value) and abs(value) <= MAX_STEP_MS else None
+
+
 def _finite(text: str) -> float | None:
-    value = float(text)
-    return value if math.isfinite(value) else None
+    return _plausible(float(text))
 
 
 def _parse_ms(text: str | None) -> float | None:
@@ -113,8 +121,7 @@ def _parse_ms(text: str | None) -> float | None:
     match = _MS_RE.fullmatch(text.strip())
     if match is None:
         return None
-    value = float(match.group(1))
-    return value if math.isfinite(value) else None
+    return _plausible(float(match.group(1)))
 
 
 def _parse_int(text: str | None) -> int | None:
@@ -136,7 +143,11 @@ def _json_number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value) if math.isfinite(value) else None
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            return None
+        return _plausible(number)
     if isinstance(value, str):
         return _parse_ms(value)
     return None
@@ -252,7 +263,7 @@ class StepParser:
             return None
         try:
             obj = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
             return None
         if not isinstance(obj, dict):
             return None

@@ -30,6 +30,8 @@ def parse_share(values: tuple[str, ...]) -> dict[str, float]:
 
 
 def load_budget_file(path: str) -> GateBudgets:
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise InputError(f"{path}: not a regular file")  # a FIFO would block the read
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
