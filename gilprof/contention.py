@@ -5,10 +5,11 @@ Python stack and hides the interpreter's own eval-loop frames, so what lies *bel
 thread's innermost Python frame says what the thread is doing:
 
 - nothing: it is executing bytecode, so it holds the GIL;
-- `pthread_cond_timedwait`/`pthread_cond_wait` (or `take_gil`, `PyEval_RestoreThread`)
-  without a lock-acquire frame: it is waiting to take the GIL (returning from a C call
-  that released it, or switched out by the other thread's drop request);
-- `PyThread_acquire_lock_timed`, sem waits, sleep/select/poll/recv: idle (GIL released);
+- leaf `pthread_cond_timedwait`/`pthread_cond_wait` (or `take_gil`, `PyEval_RestoreThread`)
+  not called by a lock acquire: it is waiting to take the GIL (returning from a C call
+  that released it, `time.sleep` included, or switched out by the other thread's drop
+  request);
+- leaf `PyThread_acquire_lock_timed`, sem waits, sleep/select/poll/recv: idle (GIL released);
 - a C function of CPython or an extension built against it (`_pickle_loads`,
   `zlib_compress_impl`): holds the GIL; a frame in another shared library (`deflate` in
   libz, MPI progress in libmpi): running native code without the GIL;
@@ -34,10 +35,12 @@ from gilprof.model import Frame, ThreadState
 _GIL_WAIT = frozenset({"pthread_cond_timedwait", "pthread_cond_wait", "take_gil",
                        "PyEval_RestoreThread", "PyEval_AcquireThread", "_PyEval_AcquireLock",
                        "PyCOND_TIMEDWAIT", "PyMUTEX_LOCK", "pthread_mutex_lock"})
-_LOCK_WAIT = frozenset({"PyThread_acquire_lock_timed", "lock_PyThread_acquire_lock",
-                        "acquire_timed", "rlock_acquire", "sem_timedwait", "sem_clock_wait",
-                        "sem_wait", "do_futex_wait", "_queue_SimpleQueue_get_impl",
-                        "lock_acquire_impl", "_PySemaphore_Wait", "PyMutex_Lock"})
+# The primitives a thread sits in while it waits for a lock (not the Python-level wrappers
+# such as lock_PyThread_acquire_lock, which stay on the stack while the thread, lock in
+# hand, takes the GIL back).
+_LOCK_WAIT = frozenset({"PyThread_acquire_lock_timed", "sem_timedwait", "sem_clock_wait",
+                        "sem_wait", "do_futex_wait", "_PySemaphore_Wait", "PyMutex_Lock",
+                        "_PyMutex_LockTimed", "_PyParkingLot_Park"})
 _IDLE = frozenset({"clock_nanosleep", "nanosleep", "__nanosleep", "pysleep", "time_sleep",
                    "select", "__select", "pselect", "poll", "__poll", "ppoll", "epoll_wait",
                    "epoll_pwait", "read", "__read", "recv", "__recv", "recvfrom", "recvmsg",
@@ -62,11 +65,17 @@ def classify(frames: Sequence[Frame]) -> ThreadState:
     unnamed = len(frames) - innermost - 1 - len(tail)
     if innermost < 0 and not tail:
         return ThreadState.UNCLASSIFIED
-    names = {f.name for f in tail}
-    if names & _LOCK_WAIT or names & _IDLE:
-        return ThreadState.IDLE
-    if names & _GIL_WAIT:
-        return ThreadState.WAITING
+    # The leaf-most named frame decides: `time_sleep -> clock_nanosleep` is idle, but
+    # `time_sleep -> pthread_cond_timedwait` is the thread taking the GIL back after the
+    # sleep; a condition wait is a GIL wait unless the thread is inside a lock primitive.
+    if tail:
+        names = [f.name for f in tail]
+        if any(name in _LOCK_WAIT for name in names):
+            return ThreadState.IDLE
+        if names[-1] in _GIL_WAIT:
+            return ThreadState.WAITING
+        if names[-1] in _IDLE:
+            return ThreadState.IDLE
     if innermost < 0:
         return ThreadState.IDLE  # a native thread that never ran Python (helper threads)
     below = frames[innermost + 1:]
