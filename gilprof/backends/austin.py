@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from gilprof.backends.base import Backend, SamplerSettings, WindowResult
+from gilprof.backends.base import Backend, SamplerSettings, WindowResult, run_window
 from gilprof.backends.pyspy import NotReady, register_child, unregister_child
 from gilprof.errors import PermissionDenied, SamplerError, UsageError
 from gilprof.model import Frame, Mode, Sample, ThreadState
@@ -372,25 +372,7 @@ class AustinBackend(Backend):
 
         reader = threading.Thread(target=pump, name="gilprof-austin-reader", daemon=True)
         reader.start()
-        interrupted = False
-        end_time = None
-        while proc.poll() is None:
-            if started.is_set() and seconds is not None and \
-                    time.monotonic() - start_time[0] >= seconds:
-                end_time = time.monotonic()
-                proc.send_signal(signal.SIGINT)
-                break
-            if stop.is_set():
-                end_time = time.monotonic()
-                interrupted = True
-                proc.send_signal(signal.SIGINT)
-                break
-            stop.wait(0.01)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_time, interrupted = run_window(proc, started, start_time, seconds, stop)
         reader.join(timeout=5)
         log = "\n".join(lines)
         if not started.is_set():

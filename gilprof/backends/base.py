@@ -7,7 +7,10 @@ statistics of `compare` need (samples close in time are correlated; windows are 
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -38,6 +41,36 @@ class WindowResult:
     @property
     def seconds(self) -> float:
         return max(0.0, self.t1 - self.t0)
+
+
+def run_window(proc: subprocess.Popen[bytes], started: threading.Event, start_time: list[float],
+               seconds: float | None, stop: threading.Event) -> tuple[float | None, bool]:
+    """Let a sampler process run for `seconds` after it `started`, or until `stop` is set.
+
+    Both samplers write their output when they receive SIGINT, so the window is ended that
+    way. Returns (when it was ended, or None if the sampler stopped by itself; whether
+    `stop` ended it).
+    """
+    end_time: float | None = None
+    interrupted = False
+    while proc.poll() is None:
+        if started.is_set() and seconds is not None and \
+                time.monotonic() - start_time[0] >= seconds:
+            end_time = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            break
+        if stop.is_set():
+            end_time = time.monotonic()
+            interrupted = True
+            proc.send_signal(signal.SIGINT)
+            break
+        stop.wait(0.01)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    return end_time, interrupted
 
 
 class Backend(ABC):

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
-from gilprof.backends.base import Backend, SamplerSettings, WindowResult
+from gilprof.backends.base import Backend, SamplerSettings, WindowResult, run_window
 from gilprof.errors import PermissionDenied, SamplerError
 from gilprof.model import Frame, Mode, Sample, ThreadState
 from gilprof.procs import die_with_parent
@@ -208,25 +208,7 @@ class PySpyBackend(Backend):
 
         reader = threading.Thread(target=pump, name="gilprof-pyspy-reader", daemon=True)
         reader.start()
-        interrupted = False
-        end_time = None
-        while proc.poll() is None:
-            if started.is_set() and seconds is not None and \
-                    time.monotonic() - start_time[0] >= seconds:
-                end_time = time.monotonic()
-                proc.send_signal(signal.SIGINT)
-                break
-            if stop.is_set():
-                end_time = time.monotonic()
-                interrupted = True
-                proc.send_signal(signal.SIGINT)
-                break
-            stop.wait(0.01)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_time, interrupted = run_window(proc, started, start_time, seconds, stop)
         if end_time is None:
             end_time = time.monotonic()
         reader.join(timeout=5)
