@@ -33,6 +33,7 @@ class WindowResult:
     # contention mode: (sample, start, end) seconds since sampling started, all threads aligned
     spans: list[tuple[Sample, float, float]] = field(default_factory=list)
     sampler_samples: int | None = None  # what the sampler said it recorded
+    ticks_counted: int = 0  # sampling instants the sampler's output lets us count, if any
     errors: int = 0
     target_exited: bool = False
     interrupted: bool = False

@@ -113,7 +113,6 @@ class PySpyBackend(Backend):
     def __init__(self, binary: str | None = None) -> None:
         self.binary = binary or find_pyspy()
         self._version: str | None = None
-        self._names: dict[int, dict[int, tuple[int, str]]] = {}  # pid -> pthread -> (tid, name)
 
     def version(self) -> str:
         if self._version is None:
@@ -137,7 +136,7 @@ class PySpyBackend(Backend):
         if settings.mode is Mode.CONTENTION:
             # Every thread at every tick, with native frames (py-spy then pauses the target).
             return [self.binary, "record", "--pid", str(pid), "--rate", rate, "--format",
-                    "chrometrace", "--output", output, "--full-filenames", "--native", "--idle"]
+                    "speedscope", "--output", output, "--full-filenames", "--native", "--idle"]
         cmd = [self.binary, "record", "--pid", str(pid), "--rate", rate,
                "--format", "raw", "--output", output, "--threads", "--full-filenames"]
         if settings.mode is Mode.GIL:
@@ -151,6 +150,8 @@ class PySpyBackend(Backend):
         return cmd
 
     def ticks(self, window: WindowResult, settings: SamplerSettings) -> tuple[float, str]:
+        if settings.mode is Mode.CONTENTION and window.ticks_counted:
+            return float(window.ticks_counted), "sampler"  # every thread at every tick
         if settings.mode is Mode.WALL and window.samples:
             # In wall mode every live thread is recorded at every tick, so the busiest
             # thread's count is the number of ticks.
@@ -177,7 +178,7 @@ class PySpyBackend(Backend):
             try:
                 result = self._drive(proc, output, state, seconds, stop)
                 if settings.mode is Mode.CONTENTION:
-                    self._read_spans(pid, output, settings, result)
+                    self._read_spans(output, result)
                 return result
             finally:
                 _reap(proc)
@@ -230,27 +231,23 @@ class PySpyBackend(Backend):
             result.messages.append("py-spy wrote no output for this window: " + _last_error(text_out))
         return result
 
-    def _read_spans(self, pid: int, output: str, settings: SamplerSettings,
-                    result: WindowResult) -> None:
-        from gilprof.backends.pyspy_trace import parse_chrometrace, thread_names
+    def _read_spans(self, output: str, result: WindowResult) -> None:
+        from gilprof.backends.pyspy_trace import parse_speedscope
 
         try:
             with open(output, encoding="utf-8", errors="replace") as handle:
-                events = json.load(handle)
-        except (OSError, ValueError):
-            result.messages.append("py-spy wrote no readable trace for this window")
+                doc = json.load(handle)
+        except (OSError, ValueError, RecursionError):
+            result.messages.append("py-spy wrote no readable output for this window")
             return
-        pthreads = {e.get("tid") for e in events if isinstance(e, dict)} if isinstance(events, list) else set()
-        if not pthreads <= set(self._names.get(pid, {})):
-            self._names[pid] = {**self._names.get(pid, {}), **thread_names(self.binary, pid)}
-        spans = list(parse_chrometrace(events, self._names.get(pid, {})))
-        seconds: dict[Sample, float] = {}
-        for sample, start, end in spans:
-            seconds[sample] = seconds.get(sample, 0.0) + (end - start)
-        result.spans = spans
-        # Counts for the ordinary attribution: span time in ticks.
-        result.samples = [replace(s, count=round(t * settings.rate_hz)) for s, t in seconds.items()
-                          if round(t * settings.rate_hz) > 0]
+        ticks, runs = parse_speedscope(doc, result.seconds)
+        result.spans = runs
+        result.ticks_counted = ticks
+        counts: dict[Sample, int] = {}
+        for sample, _start, _end in runs:
+            key = replace(sample, count=1)
+            counts[key] = counts.get(key, 0) + sample.count
+        result.samples = [replace(s, count=c) for s, c in counts.items()]
 
     @staticmethod
     def _raise_for_start_failure(text: str, interrupted: bool) -> None:
