@@ -255,7 +255,10 @@ def command(ranks: str | None, pid: int | None, rank: int | None, job: int | Non
                 launched.shutdown()
             else:
                 launched.wait()
-            click.get_current_context().exit(launched.exit_code)
+            code = launched.exit_code
+            # An interrupted run must not look like a success, whatever mpiexec returned
+            # while it tore the job down.
+            click.get_current_context().exit(EXIT_INTERRUPTED if stop.is_set() and code == 0 else code)
     if stop.is_set() and any(p.sampling.partial for p in profiles):
         click.get_current_context().exit(EXIT_INTERRUPTED)
     if any(p.sampling.partial for p in profiles):

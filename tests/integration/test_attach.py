@@ -45,7 +45,9 @@ def test_attribution_matches_ground_truth(tmp_path, spawn, minor, seconds):
     assert report["sampling"]["ticks"] > 0.8 * seconds * 100
     threads = {t["name"]: t["held_share"] for t in report["gil"]["threads"]}
     watch = {w["function"]: w for w in report["watch"]}
-    tolerance = 0.05
+    # "A few points": ~1000 ticks per 10 s give a binomial error of ~1.5 points, and a loaded
+    # machine adds preemption of GIL holders (benchmarks/accuracy measures this properly).
+    tolerance = 0.07
     assert abs(threads["executor-loop"] - truth["thread:executor-loop"]) < tolerance, (threads, truth)
     assert abs(threads["ingress"] - truth["thread:ingress"]) < tolerance, (threads, truth)
     for name in ("safe_broadcast", "_balance_requests_across_ranks"):
