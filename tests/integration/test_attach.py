@@ -48,13 +48,21 @@ def test_attribution_matches_ground_truth(tmp_path, spawn, minor, seconds):
     # "A few points": ~1000 ticks per 10 s give a binomial error of ~1.5 points, and a loaded
     # machine adds preemption of GIL holders (benchmarks/accuracy measures this properly).
     tolerance = 0.07
-    assert abs(threads["executor-loop"] - truth["thread:executor-loop"]) < tolerance, (threads, truth)
-    assert abs(threads["ingress"] - truth["thread:ingress"]) < tolerance, (threads, truth)
+    # A thread's held share also covers its loop's own bookkeeping (sleep calls, lock
+    # hand-offs), which the in-target truth does not time and which preemption stretches on a
+    # loaded machine: it may exceed the truth by a little more than it may fall short.
+    bookkeeping = 0.05
+    for thread in ("executor-loop", "ingress"):
+        held, expected = threads[thread], truth[f"thread:{thread}"]
+        assert expected - tolerance < held < expected + tolerance + bookkeeping, (threads, truth)
     for name in ("safe_broadcast", "_balance_requests_across_ranks"):
         assert watch[name]["found"]
         assert abs(watch[name]["total_share"] - truth[name]) < tolerance, (name, watch[name], truth)
+    # utilization is the share of ticks with any holder: the threads' held shares add up to it
+    utilization = report["gil"]["utilization"]
+    assert utilization == pytest.approx(sum(t["held_share"] for t in report["gil"]["threads"]))
     expected_util = truth["thread:executor-loop"] + truth["thread:ingress"]
-    assert abs(report["gil"]["utilization"] - expected_util) < tolerance
+    assert expected_util - tolerance < utilization < expected_util + tolerance + 2 * bookkeeping
 
 
 def _read_pidfiles(prefix: Path, n: int) -> dict[int, int] | None:
