@@ -110,3 +110,22 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
 
 def megabytes(count: float) -> str:
     return f"{count / 1e6:.1f} MB"
+
+
+def run_main(argv: list[str] | None, parse_args: Callable[[list[str] | None], Any],
+             run: Callable[[Any], Any], print_report: Callable[[Any], None]) -> int:
+    """The shared entry point: parse, run, print as JSON or a table; one line on failure."""
+    from gilprof.errors import GilprofError
+
+    options = parse_args(argv)
+    try:
+        result = run(options)
+    except (BenchmarkError, GilprofError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted")
+    if options.json:
+        print_json(result)
+    else:
+        print_report(result)
+    return 0

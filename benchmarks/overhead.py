@@ -495,18 +495,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = parse_args(argv)
-    try:
-        result = run(options)
-    except (BenchmarkError, GilprofError) as exc:
-        _common.fail(str(exc))
-    except KeyboardInterrupt:
-        _common.fail("interrupted")
-    if options.json:
-        _common.print_json(result)
-    else:
-        print_report(result)
-    return 0
+    return _common.run_main(argv, parse_args, run, print_report)
 
 
 if __name__ == "__main__":

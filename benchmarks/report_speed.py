@@ -41,7 +41,6 @@ from _common import BenchmarkError
 _common.ensure_gilprof_importable()
 
 from gilprof.attribution import attribute  # noqa: E402
-from gilprof.errors import GilprofError  # noqa: E402
 from gilprof.model import Frame, Mode, SamplingInfo, Target, ThreadState  # noqa: E402
 from gilprof.profile import Profile, Window  # noqa: E402
 from gilprof.renderers import render  # noqa: E402
@@ -338,18 +337,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = parse_args(argv)
-    try:
-        result = run(options)
-    except (BenchmarkError, GilprofError) as exc:
-        _common.fail(str(exc))
-    except KeyboardInterrupt:
-        _common.fail("interrupted")
-    if options.json:
-        _common.print_json(result)
-    else:
-        print_report(result)
-    return 0
+    return _common.run_main(argv, parse_args, run, print_report)
 
 
 if __name__ == "__main__":
