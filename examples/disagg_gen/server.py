@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import pickle
 import queue
 import random
 import socket
@@ -52,6 +53,7 @@ from gilprof.reference.adp_router import (
     RequestItem,
     expected_num_active_requests,
 )
+from gilprof.reference.broadcast import DEFAULT_CHUNK_SIZE, receive_bytes
 
 # Non-root ranks sleep this long between tests of a pending collective: mpich busy-polls in
 # blocking collectives, and 4 ranks on 2 cores would otherwise starve rank 0.
@@ -64,6 +66,8 @@ MAX_PIECES = 9
 # A few requests per read, as a server reading its connections would. Each read releases
 # the GIL, which bounds how long ingress holds it at a stretch.
 RECV_BYTES = 8192
+# Payloads up to this size are unpickled on every rank: the stop marker is ~20 bytes.
+CONTROL_BYTES = 1024
 MPI_SUFFIX = ":mpi"
 MPI_WALL_SUFFIX = ":mpi-wall"
 
@@ -582,16 +586,23 @@ class PyExecutor:
         self._client.completed(finished)
 
 
-def run_worker(comm: PoliteComm, device_seconds: float) -> None:
-    """A non-root rank: receive each broadcast, then sleep through one step in flight.
+def run_worker(comm: PoliteComm, device_seconds: float, unpickle: bool) -> None:
+    """A non-root rank: take part in each broadcast, then sleep through its own step.
 
-    Upstream every attention-DP rank also routes the received requests; here only rank 0
-    does, because 4 ranks share 2 cores and rank 0 is the process under study.
+    By default it runs the receiving half of the same wire protocol (header, then chunks)
+    and unpickles only control-sized payloads, which is enough to see the stop marker.
+    Upstream each rank unpickles on its own cores; here 3 ranks unpickling every step would
+    take over half of the 2 cores rank 0 runs on. `unpickle` runs the full `safe_broadcast`.
+    Upstream every attention-DP rank also routes the requests; only rank 0 does here.
     """
     prev_end = 0.0
     while True:
-        items, _py_objects = safe_broadcast(comm, None)
-        if items is None:
+        if unpickle:
+            stop = safe_broadcast(comm, None)[0] is None
+        else:
+            payload = receive_bytes(comm, 0, DEFAULT_CHUNK_SIZE)
+            stop = len(payload) <= CONTROL_BYTES and pickle.loads(payload)[0] is None
+        if stop:
             return
         now = time.perf_counter()
         end = max(prev_end, now) + device_seconds
@@ -684,9 +695,18 @@ def run_leader(options: argparse.Namespace, comm: PoliteComm, router: DefaultADP
     )
 
 
-SETTINGS = ("concurrency", "tokens", "device_ms", "duration", "warmup", "seed", "worker_nice")
+SETTINGS = (
+    "concurrency",
+    "tokens",
+    "device_ms",
+    "duration",
+    "warmup",
+    "seed",
+    "worker_nice",
+    "worker_unpickle",
+)
 OPTIONS: tuple[tuple[str, type, Any, str], ...] = (
-    ("--concurrency", int, 1024, "requests the client keeps in flight"),
+    ("--concurrency", int, 1280, "requests the client keeps in flight"),
     ("--tokens", int, 2048, "mean prompt length in tokens (+-25%%)"),
     ("--duration", float, 20.0, "seconds the executor loop runs"),
     ("--warmup", float, 1.0, "seconds left out of the ground truth"),
@@ -705,6 +725,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--impl", choices=IMPL_NAMES, default="before", help="hot-spot variant")
     for flag, kind, default, text in OPTIONS:
         parser.add_argument(flag, type=kind, default=default, help=text)
+    parser.add_argument(
+        "--worker-unpickle",
+        action="store_true",
+        help="ranks other than 0 unpickle every payload (full safe_broadcast)",
+    )
     options = parser.parse_args(argv)
     if options.concurrency < 1 or options.tokens < 1:
         parser.error("--concurrency and --tokens must be >= 1")
@@ -719,7 +744,7 @@ def polite_barrier(comm: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
-    from mpi4py import MPI
+    from mpi4py import MPI  # importing initializes MPI, which --help does not need
 
     world = MPI.COMM_WORLD
     impl = select_implementation(options.impl)
@@ -731,7 +756,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             # Upstream each rank has its own cores; here they share rank 0's, so they yield.
             os.nice(options.worker_nice)
-            run_worker(comm, options.device_ms / 1e3)
+            run_worker(comm, options.device_ms / 1e3, options.worker_unpickle)
         polite_barrier(world)
     except KeyboardInterrupt:
         os._exit(130)  # skip MPI finalization: the other ranks are being interrupted too
