@@ -49,7 +49,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -61,11 +60,16 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from gilprof.backends.base import Backend, SamplerSettings, WindowResult, run_window
-from gilprof.backends.pyspy import NotReady, register_child, unregister_child
+from gilprof.backends.base import (
+    Backend,
+    SamplerSettings,
+    WindowResult,
+    run_window,
+    sampler_process,
+)
+from gilprof.backends.pyspy import NotReady
 from gilprof.errors import PermissionDenied, SamplerError, UsageError
 from gilprof.model import Frame, Mode, Sample, ThreadState
-from gilprof.procs import die_with_parent
 
 SUPPORTED = ((3, 0, 0), (4, 0, 0))  # [min, max): the output format this module parses
 INSTALL_HINT = "install austin 3.x with `pip install austin-dist==3.7.0`"
@@ -270,9 +274,8 @@ def last_message(text: str) -> str:
 
 
 # -- the backend ------------------------------------------------------------------------------
-@dataclass
-class AustinWindow(WindowResult):
-    ticks_counted: int = 0  # sampling instants seen in austin's output
+# austin counts its own ticks into WindowResult.ticks_counted; the name stays for readers.
+AustinWindow = WindowResult
 
 
 class AustinBackend(Backend):
@@ -327,7 +330,7 @@ class AustinBackend(Backend):
         return cmd
 
     def ticks(self, window: WindowResult, settings: SamplerSettings) -> tuple[float, str]:
-        if isinstance(window, AustinWindow) and window.ticks_counted > 0:
+        if window.ticks_counted > 0:
             return float(window.ticks_counted), "sampler"
         return window.seconds * settings.rate_hz, "estimated"
 
@@ -337,19 +340,8 @@ class AustinBackend(Backend):
         names = read_thread_names(pid)
         with tempfile.TemporaryDirectory(prefix="gilprof-austin-") as tmp:
             output = os.path.join(tmp, "window.austin")
-            proc = subprocess.Popen(
-                self.command(pid, settings, output), stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                # Own process group: a terminal's Ctrl-C reaches gilprof only, which then
-                # stops austin itself so that austin still finishes its file.
-                start_new_session=True, preexec_fn=die_with_parent,
-            )
-            register_child(proc)
-            try:
+            with sampler_process(self.command(pid, settings, output)) as proc:
                 window, log = self._drive(proc, pid, seconds, stop)
-            finally:
-                _reap(proc)
-                unregister_child(proc)
             # Threads that started during the window are named from their state at its end.
             names = {**read_thread_names(pid), **names}
             self._read_output(window, output, settings, names, log)
@@ -432,11 +424,3 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def _reap(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)

@@ -7,14 +7,19 @@ statistics of `compare` need (samples close in time are correlated; windows are 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from gilprof.model import Mode, Sample
+from gilprof.procs import die_with_parent
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,46 @@ class WindowResult:
     @property
     def seconds(self) -> float:
         return max(0.0, self.t1 - self.t0)
+
+
+# Every sampler process gilprof starts, so that none outlives it (kill_all_children).
+_children: set[subprocess.Popen[bytes]] = set()
+_children_lock = threading.Lock()
+
+
+@contextmanager
+def sampler_process(cmd: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+    """Start a sampler in its own process group, and kill it (and its group) on the way out.
+
+    Own group: a terminal's Ctrl-C reaches gilprof only, which then stops the sampler itself
+    with SIGINT so that the sampler still writes its file. The kernel kills it if gilprof dies.
+    """
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=die_with_parent)
+    with _children_lock:
+        _children.add(proc)
+    try:
+        yield proc
+    finally:
+        _reap(proc)
+        with _children_lock:
+            _children.discard(proc)
+
+
+def kill_all_children() -> None:
+    with _children_lock:
+        procs = list(_children)
+    for proc in procs:
+        _reap(proc)
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
 
 
 def run_window(proc: subprocess.Popen[bytes], started: threading.Event, start_time: list[float],

@@ -13,12 +13,10 @@ of time; see README "Definitions".
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -28,10 +26,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
-from gilprof.backends.base import Backend, SamplerSettings, WindowResult, run_window
+from gilprof.backends.base import (
+    Backend,
+    SamplerSettings,
+    WindowResult,
+    run_window,
+    sampler_process,
+)
 from gilprof.errors import PermissionDenied, SamplerError
 from gilprof.model import Frame, Mode, Sample, ThreadState
-from gilprof.procs import die_with_parent
 
 # Digit runs are bounded so that int() never meets a number it refuses (4300+ digits).
 _THREAD_PREFIX = re.compile(
@@ -167,22 +170,11 @@ class PySpyBackend(Backend):
                  Mode.CPU: ThreadState.ACTIVE}.get(settings.mode, ThreadState.UNCLASSIFIED)
         with tempfile.TemporaryDirectory(prefix="gilprof-") as tmp:
             output = os.path.join(tmp, "window.txt")
-            proc = subprocess.Popen(
-                self.command(pid, settings, output), stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                # Own process group: a terminal's Ctrl-C reaches gilprof only, which then
-                # stops py-spy itself so that py-spy still writes its file.
-                start_new_session=True, preexec_fn=die_with_parent,
-            )
-            register_child(proc)
-            try:
+            with sampler_process(self.command(pid, settings, output)) as proc:
                 result = self._drive(proc, output, state, seconds, stop)
                 if settings.mode is Mode.CONTENTION:
                     self._read_spans(output, result)
                 return result
-            finally:
-                _reap(proc)
-                unregister_child(proc)
 
     def _drive(self, proc: subprocess.Popen[bytes], output: str, state: ThreadState,
                seconds: float | None, stop: threading.Event) -> WindowResult:
@@ -268,34 +260,3 @@ def _last_error(text: str) -> str:
             return line[len("Error:"):].strip()
     meaningful = [ln for ln in text.splitlines() if ln and not ln.lstrip()[:1].isdigit()]
     return meaningful[-1] if meaningful else "no output"
-
-
-# -- child bookkeeping: no sampler outlives gilprof -------------------------------------------
-_children: set[subprocess.Popen[bytes]] = set()
-_children_lock = threading.Lock()
-
-
-def register_child(proc: subprocess.Popen[bytes]) -> None:
-    with _children_lock:
-        _children.add(proc)
-
-
-def unregister_child(proc: subprocess.Popen[bytes]) -> None:
-    with _children_lock:
-        _children.discard(proc)
-
-
-def kill_all_children() -> None:
-    with _children_lock:
-        procs = list(_children)
-    for proc in procs:
-        _reap(proc)
-
-
-def _reap(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-
