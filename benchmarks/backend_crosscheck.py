@@ -6,7 +6,7 @@
 
 The target is tests/integration/workloads/gil_workload.py (threads `executor-loop` and
 `ingress` taking turns through a lock). Both backends run through `gilprof.sampling` as
-`gilprof attach --mode wall` does; each profile goes through `gilprof.attribution` with
+`gilprof attach --mode wall` does; each profile goes through `gilprof.analysis.attribution` with
 per-thread keys. A row is one (thread, function, file): the fraction of ticks at which that
 thread had the function on its stack, per backend, and austin minus py-spy in points.
 Threads are matched by OS thread id, which both samplers report, and named from py-spy.
@@ -30,13 +30,13 @@ import _common
 
 _common.ensure_gilprof_importable()
 
-from gilprof.attribution import attribute, thread_label  # noqa: E402
-from gilprof.backends import SamplerSettings, get_backend  # noqa: E402
+from gilprof.analysis.attribution import attribute, thread_label  # noqa: E402
 from gilprof.errors import GilprofError  # noqa: E402
 from gilprof.model import Mode, Target  # noqa: E402
-from gilprof.procs import die_with_parent  # noqa: E402
 from gilprof.profile import Profile  # noqa: E402
-from gilprof.sampling import SessionOptions, run_session  # noqa: E402
+from gilprof.sampling.backends import SamplerSettings, get_backend  # noqa: E402
+from gilprof.sampling.processes import die_with_parent  # noqa: E402
+from gilprof.sampling.session import SessionOptions, run_session  # noqa: E402
 
 WORKLOAD = _common.REPO_ROOT / "tests" / "integration" / "workloads" / "gil_workload.py"
 BACKENDS = ("py-spy", "austin")

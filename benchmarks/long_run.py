@@ -89,8 +89,8 @@ class LongRunResult:
 # -- the instrumented gilprof ---------------------------------------------------------------
 def run_as_gilprof(log_path: str, argv: list[str]) -> None:
     """`gilprof ARGV`, recording py-spy's count for every window to `log_path` (JSON lines)."""
-    from gilprof.backends.pyspy import PySpyBackend
     from gilprof.cli.main import cli
+    from gilprof.sampling.backends.pyspy import PySpyBackend
 
     original = PySpyBackend.sample_window
     lock = threading.Lock()
@@ -125,8 +125,8 @@ def _stop_group(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
 
 
 def _wait_for_ranks(job: subprocess.Popen[Any], ranks: int, timeout: float = 60.0) -> None:
-    from gilprof.discover import resolve_ranks
     from gilprof.errors import GilprofError
+    from gilprof.sampling.discover import resolve_ranks
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -202,12 +202,12 @@ def _mean_mb(points: list[tuple[float, int]]) -> float:
 
 
 def run(minutes: float, ranks: int, rate: int, max_growth_mb: float, workdir: Path) -> LongRunResult:
-    from gilprof.mpi_tools import find_mpiexec
+    from gilprof.sampling.processes import find_binary
 
     seconds = max(1.0, minutes * 60)
     out_dir, log_path = workdir / "profiles", workdir / "windows.jsonl"
     log_path.touch()
-    job = subprocess.Popen([find_mpiexec(), "-n", str(ranks), sys.executable, str(WORKLOAD),
+    job = subprocess.Popen([find_binary("mpiexec"), "-n", str(ranks), sys.executable, str(WORKLOAD),
                             "--duration", str(seconds + 90), *LIGHT_WORK],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)

@@ -42,11 +42,13 @@ _common.ensure_gilprof_importable()
 
 import psutil  # noqa: E402
 
-from gilprof.discover import resolve_target  # noqa: E402
 from gilprof.errors import GilprofError  # noqa: E402
-from gilprof.mpi_tools import find_mpiexec  # noqa: E402
-from gilprof.procs import die_with_parent  # noqa: E402
 from gilprof.profile import Profile  # noqa: E402
+from gilprof.sampling.discover import resolve_target  # noqa: E402
+from gilprof.sampling.processes import (
+    die_with_parent,  # noqa: E402
+    find_binary,  # noqa: E402
+)
 from gilprof.stats import median_difference_ci, quantiles  # noqa: E402
 from gilprof.steps import StepParser  # noqa: E402
 
@@ -136,7 +138,7 @@ class ExampleJob:
             raise BenchmarkError(f"example job {SERVER} not found")
         self.log_path = workdir / "rank0-iterations.log"
         self.output_path = workdir / "job-output.txt"
-        argv = [find_mpiexec(), "-n", str(ranks), sys.executable, str(SERVER), "--impl", impl,
+        argv = [find_binary("mpiexec"), "-n", str(ranks), sys.executable, str(SERVER), "--impl", impl,
                 "--duration", f"{loop_seconds:g}", "--log-file", str(self.log_path)]
         self.display = (f"mpiexec -n {ranks} python examples/disagg_gen/server.py --impl {impl} "
                         f"--duration {loop_seconds:g} --log-file LOG")

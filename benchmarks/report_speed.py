@@ -40,7 +40,7 @@ from _common import BenchmarkError
 
 _common.ensure_gilprof_importable()
 
-from gilprof.attribution import attribute  # noqa: E402
+from gilprof.analysis.attribution import attribute  # noqa: E402
 from gilprof.model import Frame, Mode, SamplingInfo, Target, ThreadState  # noqa: E402
 from gilprof.profile import Profile, Window  # noqa: E402
 from gilprof.renderers import render  # noqa: E402

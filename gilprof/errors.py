@@ -47,3 +47,8 @@ class BudgetFailed(GilprofError):
     """A perf gate budget was exceeded (exit 1, as CI expects for a failed check)."""
 
     exit_code = 1
+
+
+# Exit statuses that are outcomes rather than errors: the profile was written in both cases.
+EXIT_PARTIAL = 6  # the target exited before --duration ended: the profile covers less time
+EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM stopped sampling; the profile is marked partial

@@ -43,6 +43,21 @@ class ThreadState(str, Enum):
         return self.value
 
 
+def function_name_matches(wanted: str, sampled: str) -> bool:
+    """Whether a recipe's function name `wanted` names the sampled frame `sampled`.
+
+    py-spy reports qualnames on Python 3.11+ (`DefaultADPRouter._balance_requests_across_ranks`)
+    and bare names before that. A bare or partly qualified `wanted` matches any qualname that
+    ends in `.wanted`; a qualified `wanted` also matches a bare sampled name equal to its last
+    part, so one recipe serves both kinds of target.
+    """
+    if wanted == sampled:
+        return True
+    if sampled.endswith("." + wanted):
+        return True
+    return "." not in sampled and "." in wanted and wanted.rsplit(".", 1)[1] == sampled
+
+
 @dataclass(frozen=True, slots=True)
 class Frame:
     name: str
@@ -53,9 +68,15 @@ class Frame:
     def basename(self) -> str:
         return os.path.basename(self.file)
 
+    @property
+    def is_python(self) -> bool:
+        """A Python frame (as opposed to a native one merged in by `--native`)."""
+        f = self.file
+        return f.endswith((".py", ".pyw", ".pyx")) or f.startswith("<") or f == ""
+
     def matches(self, function: str) -> bool:
-        """True for `function` itself or a qualname ending in `.function` (3.11+ reports qualnames)."""
-        return self.name == function or self.name.endswith("." + function)
+        """Whether this frame is `function` (see function_name_matches)."""
+        return function_name_matches(function, self.name)
 
 
 @dataclass(frozen=True, slots=True)

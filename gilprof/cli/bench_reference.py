@@ -7,7 +7,7 @@ import shutil
 import click
 
 import gilprof.renderers.bench_reference  # noqa: F401  (registers the "bench_reference" renderers)
-from gilprof.bench_reference import BenchPlan, run_bench
+from gilprof.reference.bench import BENCHMARKS, BenchPlan, run_bench
 from gilprof.renderers import render
 
 
@@ -18,7 +18,7 @@ from gilprof.renderers import render
     default=4,
     show_default=True,
     metavar="N",
-    help="MPI ranks for the broadcast benchmark (launched with mpiexec -n N).",
+    help="MPI ranks for the broadcast and bcast benchmarks (launched with mpiexec -n N).",
 )
 @click.option(
     "--repeats",
@@ -30,7 +30,7 @@ from gilprof.renderers import render
 @click.option("--quick", is_flag=True, help="Small sizes: seconds instead of a minute.")
 @click.option(
     "--only",
-    type=click.Choice(["router", "broadcast"]),
+    type=click.Choice(list(BENCHMARKS)),
     default=None,
     help="Run one benchmark; `router` needs no MPI.",
 )
@@ -53,7 +53,7 @@ def command(
     timeout: float,
     as_json: bool,
 ) -> None:
-    """Time the seed PR's two rank-0 hot spots before and after the fix.
+    """Time known rank-0 hot spots before and after their fixes.
 
     \b
     Benchmarks (median per implementation, ratios before/after and before/fast):
@@ -65,6 +65,9 @@ def command(
                  512 such requests to N-1 other ranks under mpiexec; before
                  also unpickles its own bytes (a deep copy), after does not.
                  fast uses after's broadcast.
+      bcast      time on rank 0 of mpi4py's lowercase comm.bcast of the same
+                 payloads: before keeps bcast's result on the root (an
+                 unpickled copy), after sends the bytes and keeps its object.
 
     \b
     Examples:
@@ -75,7 +78,7 @@ def command(
 
     Broadcast times include waiting for the other ranks; mpich busy-polls, so
     with more ranks than cores they are noisy. Needs `pip install 'gilprof[mpi]'`
-    for the broadcast part.
+    for the broadcast and bcast parts.
     """
     make_plan = BenchPlan.quick if quick else BenchPlan.full
     plan = make_plan(ranks=ranks, repeats=repeats, seed=seed)

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from gilprof.attribution import DEFAULT_WATCH
+from gilprof.analysis.attribution import DEFAULT_WATCH
+from gilprof.analysis.compare import compare_profiles
+from gilprof.cli._options import format_option
+from gilprof.cli._output import emit
 from gilprof.cli._recipe import recipe_option
-from gilprof.compare import compare_profiles
 from gilprof.errors import UsageError
-from gilprof.profile import Profile, write_text_atomic
+from gilprof.profile import Profile
 from gilprof.recipes import Recipe
-from gilprof.renderers import formats, render
-from gilprof.steps import RankSteps, summarize_logs
-
-
-def load_rank_steps(path: str, rank: int, skip_warmup: int) -> RankSteps:
-    report = summarize_logs([path], skip_warmup=skip_warmup, rank=rank)
-    steps = report.rank(rank)
-    if steps is None:  # summarize_logs already raised for a missing rank
-        raise UsageError(f"{path}: no iterations for rank {rank}")
-    return steps
+from gilprof.renderers import info
+from gilprof.steps import rank_steps
 
 
 @click.command("compare")
@@ -35,7 +27,7 @@ def load_rank_steps(path: str, rank: int, skip_warmup: int) -> RankSteps:
 @click.option("--watch", multiple=True, help="Also watch this function (repeatable).")
 @click.option("--top", type=click.IntRange(min=1), default=30, show_default=True, help="Function rows to show.")
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
-@click.option("--format", "fmt", default="table", show_default=True, help="table, json or markdown.")
+@format_option("compare", "table")
 @recipe_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
 def command(before: str, after: str, steps_before: str | None, steps_after: str | None,
@@ -55,20 +47,15 @@ def command(before: str, after: str, steps_before: str | None, steps_after: str 
     are correlated; a binomial interval would claim changes that are not there). A row is
     "improved"/"regressed" only when its interval excludes zero.
     """
-    if fmt not in formats("compare"):
-        raise UsageError(f"unknown format {fmt!r}; known: {', '.join(formats('compare'))}")
+    info("compare", fmt)  # an unknown format fails before any file is read
     if (steps_before is None) != (steps_after is None):
         raise UsageError("give both --steps-before and --steps-after, or neither")
     b, a = Profile.load(before), Profile.load(after)
     sb = sa = None
     if steps_before and steps_after:
         rank = steps_rank if steps_rank is not None else (b.target.rank or 0)
-        sb = load_rank_steps(steps_before, rank, skip_warmup)
-        sa = load_rank_steps(steps_after, rank, skip_warmup)
+        sb = rank_steps(steps_before, rank, skip_warmup)
+        sa = rank_steps(steps_after, rank, skip_warmup)
     comparison = compare_profiles(b, a, by_thread=by_thread, watch=DEFAULT_WATCH + (recipe.watch_names() if recipe else ()) + watch, top=top,
                                   confidence=confidence, steps_before=sb, steps_after=sa)
-    text = render("compare", fmt, comparison, color=output is None and sys.stdout.isatty())
-    if output:
-        write_text_atomic(output, text)
-    else:
-        click.echo(text, nl=False)
+    emit("compare", fmt, output, comparison)

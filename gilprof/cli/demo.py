@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from gilprof.cli.attach import stop_on_signals
-from gilprof.demo import DemoSettings, run_demo
+from gilprof.cli.demo_run import DemoSettings, run_demo
 from gilprof.renderers import render
+from gilprof.sampling.capture import stop_on_signals
 
 
 @click.command("demo")
@@ -25,7 +25,7 @@ from gilprof.renderers import render
               help="Extra argument for examples/disagg_gen/server.py (repeatable), e.g. --server-arg=--device-ms=30.")
 def command(output_dir: str | None, window: float, warmup: float, ranks: int,
             server_args: tuple[str, ...]) -> None:
-    """Replay the seed's diagnosis on the bundled simulated GEN server.
+    """Replay the TensorRT-LLM rank-0 GIL diagnosis on the bundled simulated GEN server.
 
     \b
     Runs `mpiexec -n 4 python examples/disagg_gen/server.py --impl before`, samples rank 0

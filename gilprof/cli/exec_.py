@@ -4,31 +4,22 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-from dataclasses import replace
 
 import click
 
-from gilprof.backends import get_backend
-from gilprof.cli.attach import (
-    _summarize,
-    check_output_writable,
-    make_target,
-    save_profile,
-    stop_on_signals,
-)
-from gilprof.discover import RANK_VARIABLES, ProcessInfo, parse_rank_selection
-from gilprof.errors import GilprofError, UsageError
-from gilprof.exec_ import (
-    ChildCommand,
-    exec_command,
-    is_selected,
+from gilprof.cli._options import sampling_options
+from gilprof.errors import UsageError
+from gilprof.renderers.live import LiveStatus
+from gilprof.sampling.backends import get_backend
+from gilprof.sampling.backends.base import SamplerSettings
+from gilprof.sampling.capture import prepare_folder
+from gilprof.sampling.discover import (
+    RANK_VARIABLES,
+    parse_rank_selection,
     rank_from_environment,
-    sample_child,
-    sampler_settings,
 )
-from gilprof.model import Mode, Target
-from gilprof.sampling import DEFAULT_WINDOW_S, SessionOptions
+from gilprof.sampling.exec_ import ExecRequest, exec_command, is_selected, run_and_sample
+from gilprof.sampling.session import SessionOptions
 
 DEFAULT_FOLDER = "gilprof-profiles"
 
@@ -41,14 +32,7 @@ DEFAULT_FOLDER = "gilprof-profiles"
               show_default=True, help="Folder for the profiles, one rank<R>-<pid>.json per sampled rank.")
 @click.option("-d", "--duration", type=click.FloatRange(min=0.1),
               help="Seconds to sample (default: until the command exits). The command runs on.")
-@click.option("-r", "--rate", type=click.IntRange(1, 10000), default=100, show_default=True,
-              help="Samples per second.")
-@click.option("--mode", type=click.Choice([m.value for m in Mode]), default="gil", show_default=True,
-              help="As for `gilprof attach`: gil, wall, cpu or contention.")
-@click.option("--native", is_flag=True, help="Include native (C/C++) frames; implies --blocking.")
-@click.option("--blocking", is_flag=True, help="Pause the target at each sample (more exact, slower target).")
-@click.option("--window", type=click.FloatRange(min=0.2), default=DEFAULT_WINDOW_S, show_default=True,
-              help="Seconds per sampling window.")
+@sampling_options
 @click.option("--match", help="Sample the first Python process in the command's tree whose command "
                               "line matches this regex (default: the command, or its first Python "
                               "descendant when the command is a script wrapper).")
@@ -104,60 +88,11 @@ def command(ranks: str, output: str, duration: float | None, rate: int, mode: st
         raise UsageError(f"--match: bad regular expression: {exc}") from None
     sampler = get_backend("py-spy")
     sampler.version()  # fail before starting the command if py-spy is missing
-    _prepare_folder(output)
-    settings = sampler_settings(mode, rate, native, blocking)
+    prepare_folder(output)
+    settings = SamplerSettings.for_mode(mode, rate, native, blocking)
     options = SessionOptions(settings=settings, duration=duration, window_s=window)
 
-    children: list[ChildCommand] = []
-    pending: list[int] = []
-
-    def forward(signum: int) -> None:
-        if children:
-            children[0].forward(signum)
-        else:
-            pending.append(signum)
-
-    def target_of(info: ProcessInfo) -> Target:
-        target = make_target(info, keep_cmdline)
-        return replace(target, rank=identity.rank,
-                       rank_source=identity.variable or "gilprof exec (no rank variable)")
-
-    with stop_on_signals(forward) as stop:
-        child = ChildCommand(command)
-        children.append(child)
-        for signum in pending:
-            child.forward(signum)
-        try:
-            profile = sample_child(child, sampler, options, stop, target_of, pattern, wait_timeout)
-        except GilprofError as exc:
-            click.echo(f"gilprof: error: rank {identity.rank} not sampled: {exc}", err=True)
-        except Exception as exc:  # a gilprof bug must not take the user's job down with it
-            click.echo(f"gilprof: error: rank {identity.rank} not sampled: internal error: "
-                       f"{type(exc).__name__}: {exc}", err=True)
-        else:
-            path = os.path.join(output, f"rank{identity.rank}-{profile.target.pid}.json")
-            try:
-                save_profile(profile, path)
-            except GilprofError as exc:  # disk full: the command must still be awaited
-                click.echo(f"gilprof: error: {exc}", err=True)
-            else:
-                if not quiet:
-                    _summarize(profile, path)
-        code = child.wait()
-    if child.proc.returncode < 0 and not quiet:
-        try:
-            name = signal.Signals(-child.proc.returncode).name
-        except ValueError:
-            name = f"signal {-child.proc.returncode}"
-        click.echo(f"gilprof: the command was killed by {name} (exit status {code})", err=True)
+    request = ExecRequest(command=command, rank=identity, options=options, folder=output,
+                          match=pattern, wait_timeout=wait_timeout, keep_cmdline=keep_cmdline)
+    code = run_and_sample(request, sampler, LiveStatus(enabled=False, quiet=quiet))
     click.get_current_context().exit(code)
-
-
-def _prepare_folder(folder: str) -> None:
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise UsageError(f"-o names a folder; {folder} is a file")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create output folder {folder}: {exc.strerror or exc}") from None
-    check_output_writable(os.path.join(folder, "rank.json"))

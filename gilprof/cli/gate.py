@@ -2,64 +2,17 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
+from gilprof.analysis.gate import GateBudgets, evaluate, merge_budgets, parse_share
+from gilprof.cli._options import format_option
+from gilprof.cli._output import append_github_summary
 from gilprof.cli._recipe import recipe_option
-from gilprof.cli.compare import load_rank_steps
-from gilprof.errors import BudgetFailed, InputError, UsageError
-from gilprof.gate import evaluate
+from gilprof.errors import BudgetFailed
 from gilprof.profile import Profile, write_text_atomic
-from gilprof.recipes import GateBudgets, Recipe, parse_gate_budgets
+from gilprof.recipes import Recipe, load_budget_file
 from gilprof.renderers import render
-
-
-def parse_share(values: tuple[str, ...]) -> dict[str, float]:
-    out = {}
-    for value in values:
-        name, sep, pct = value.partition("=")
-        try:
-            limit = float(pct.rstrip("%"))
-        except ValueError:
-            limit = -1.0
-        if not sep or not name or not 0 <= limit <= 100:
-            raise UsageError(f"--max-share expects FUNC=PERCENT (0-100), got {value!r}")
-        out[name] = limit
-    return out
-
-
-def load_budget_file(path: str) -> GateBudgets:
-    if os.path.exists(path) and not os.path.isfile(path):
-        raise InputError(f"{path}: not a regular file")  # a FIFO would block the read
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read budget file: {exc}") from None
-    return parse_gate_budgets(text, path)
-
-
-def merge_budgets(layers: list[GateBudgets]) -> GateBudgets:
-    shares: dict[str, float] = {}
-    merged = GateBudgets()
-    for layer in layers:
-        shares.update(layer.max_share)
-        merged = GateBudgets(
-            max_share=shares,
-            max_utilization=_pick(layer.max_utilization, merged.max_utilization),
-            max_host_step_p50_ms=_pick(layer.max_host_step_p50_ms, merged.max_host_step_p50_ms),
-            max_regression=_pick(layer.max_regression, merged.max_regression),
-        )
-    return GateBudgets(max_share=dict(shares), max_utilization=merged.max_utilization,
-                       max_host_step_p50_ms=merged.max_host_step_p50_ms,
-                       max_regression=merged.max_regression)
-
-
-def _pick(new: float | None, old: float | None) -> float | None:
-    return old if new is None else new
+from gilprof.steps import rank_steps
 
 
 @click.command("gate")
@@ -79,7 +32,7 @@ def _pick(new: float | None, old: float | None) -> float | None:
 @click.option("--budget", "budget_file", type=click.Path(), help="TOML file with a [gate] table (a recipe works too); flags override it.")
 @recipe_option
 @click.option("--junit", type=click.Path(dir_okay=False), help="Also write JUnit XML (one testcase per budget).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@format_option("gate", "table")
 def command(profile: str, max_share: tuple[str, ...], baseline: str | None,
             max_regression: float | None, min_share: float, max_utilization: float | None,
             steps_log: str | None, steps_rank: int | None, skip_warmup: int,
@@ -106,12 +59,11 @@ def command(profile: str, max_share: tuple[str, ...], baseline: str | None,
     GITHUB_STEP_SUMMARY is set, a markdown summary is appended to it.
     """
     # Precedence: recipe < budget file < flags.
-    layers = [recipe.gate if recipe else GateBudgets()]
-    if budget_file:
-        layers.append(load_budget_file(budget_file))
-    layers.append(GateBudgets(max_share=parse_share(max_share), max_utilization=max_utilization,
-                              max_host_step_p50_ms=max_host_step_p50, max_regression=max_regression))
-    budgets = merge_budgets(layers)
+    budgets = merge_budgets([
+        recipe.gate if recipe else GateBudgets(),
+        load_budget_file(budget_file) if budget_file else GateBudgets(),
+        GateBudgets(max_share=parse_share(max_share), max_utilization=max_utilization,
+                    max_host_step_p50_ms=max_host_step_p50, max_regression=max_regression)])
     if baseline is None and max_regression is None and budgets.max_regression is not None:
         # A recipe's or file's regression budget applies only when a baseline is given.
         budgets = GateBudgets(max_share=budgets.max_share, max_utilization=budgets.max_utilization,
@@ -121,7 +73,7 @@ def command(profile: str, max_share: tuple[str, ...], baseline: str | None,
     steps = None
     if steps_log:
         rank = steps_rank if steps_rank is not None else (loaded.target.rank or 0)
-        steps = load_rank_steps(steps_log, rank, skip_warmup)
+        steps = rank_steps(steps_log, rank, skip_warmup)
     result = evaluate(loaded, budgets, baseline=baseline_profile, steps=steps, min_share=min_share)
     for r in result.results:
         if r.detail == "never seen in the profile":
@@ -133,13 +85,7 @@ def command(profile: str, max_share: tuple[str, ...], baseline: str | None,
     click.echo(render("gate", fmt, result), nl=False)
     if junit:
         write_text_atomic(junit, render("gate", "junit", result))
-    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_path:
-        try:
-            with open(summary_path, "a", encoding="utf-8") as handle:
-                handle.write(render("gate", "markdown", result) + "\n")
-        except OSError as exc:
-            click.echo(f"gilprof: warning: cannot append to GITHUB_STEP_SUMMARY: {exc}", err=True)
+    append_github_summary(render("gate", "markdown", result))
     if not result.passed:
         names = ", ".join(r.name for r in result.failed)
         raise BudgetFailed(f"{len(result.failed)} of {len(result.results)} budgets failed: {names}")

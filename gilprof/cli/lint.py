@@ -1,4 +1,4 @@
-"""`gilprof lint`: find the seed's GIL-heavy anti-patterns in source, without importing it."""
+"""`gilprof lint`: find known rank-0 GIL costs in Python source, without importing it."""
 
 from __future__ import annotations
 
@@ -6,58 +6,67 @@ import click
 
 from gilprof.errors import InputError, UsageError
 from gilprof.lint import DEFAULT_GETTERS, lint_paths
-from gilprof.renderers import lint as lint_renderers  # registers the "lint" renderers
-from gilprof.renderers import render
+from gilprof.renderers import formats, render
+
+
+def _recipe_getters(name: str | None) -> tuple[str, ...]:
+    if not name:
+        return ()
+    try:
+        from gilprof.recipes import load_recipe
+    except ImportError:  # pragma: no cover - recipes are part of every install
+        raise UsageError("--recipe needs gilprof.recipes, which cannot be imported") from None
+    return tuple(load_recipe(name).lint_getters)
 
 
 @click.command("lint")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(lint_renderers.FORMATS),
-    default="text",
-    show_default=True,
-    help="text: one finding a line; json: schema gilprof.lint/1; sarif: SARIF 2.1.0.",
-)
-@click.option(
-    "--getter",
-    "getters",
-    multiple=True,
-    metavar="NAME",
-    help="Also treat attribute/method NAME as a getter that copies on every access "
-    "(GP002). Repeat for several.",
-)
-@click.option(
-    "--no-default-getters",
-    is_flag=True,
-    help=f"Drop the built-in getter list ({', '.join(DEFAULT_GETTERS)}); "
-    "only --getter names count.",
-)
+@click.option("--format", "fmt", type=click.Choice(formats("lint")), default="text",
+              show_default=True,
+              help="text: one finding a line; json: schema gilprof.lint/1; sarif: SARIF 2.1.0.")
+@click.option("--getter", "getters", multiple=True, metavar="NAME",
+              help="Treat attribute/method NAME as a getter that copies on every access "
+              "(GP002), whatever the scanned code says. Repeat for several.")
+@click.option("--recipe", metavar="NAME|PATH",
+              help="Also take the copying getters of this recipe's `lint_getters`.")
+@click.option("--no-default-getters", is_flag=True,
+              help=f"Drop the built-in getter list ({', '.join(DEFAULT_GETTERS)}).")
+@click.option("--no-config", is_flag=True,
+              help="Ignore [tool.gilprof.lint] in the scanned project's pyproject.toml.")
+@click.option("--include-tests", is_flag=True,
+              help="Also lint test files in directories (reported at level note).")
 @click.pass_context
-def command(
-    ctx: click.Context,
-    paths: tuple[str, ...],
-    fmt: str,
-    getters: tuple[str, ...],
-    no_default_getters: bool,
-) -> None:
-    """Flag the seed's rank-0 GIL costs in Python source (static: nothing is imported).
+def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, getters: tuple[str, ...],
+            recipe: str | None, no_default_getters: bool, no_config: bool,
+            include_tests: bool) -> None:
+    """Flag rank-0 GIL costs found in TensorRT-LLM, in any Python source (nothing is imported).
 
     \b
     Rules:
       GP001  a sender unpickles its own serialization: `pickle.loads` of the bytes
-             (or a slice/view of them) it just `pickle.dumps`-ed, a deep copy per call
-             fix: gilprof.reference.broadcast.safe_broadcast (return the original
-             object on the root)
-      GP002  a getter that copies on every access (input_token_ids, ...) read more
-             than once per item: in a sort key and again in the loop over the same
-             items, or twice in one loop body or key
+             (or a view of them) it just `pickle.dumps`-ed, a deep copy per call
+             fix: gilprof.reference.broadcast.safe_broadcast (root returns its object)
+      GP002  a getter that copies on every access read more than once per item: in
+             a sort key and again in the loop over the same items, or twice in one
+             loop body or key
              fix: gilprof.reference.adp_router.balance_requests_across_ranks (read
              it once per request and carry the length)
-      GP003  a length compared with a value just computed from it (`n = len(x)` then
-             `len(x) != n`, with nothing rebinding or resizing either in between)
+      GP003  a length compared with a value just computed from it, also when it was
+             read back from a header this rank itself broadcast
              fix: drop the check, as gilprof.reference.broadcast.safe_broadcast does
+      GP004  mpi4py's lowercase `bcast` (or a function returning its result) run per
+             iteration, with the root using the result: the root gets an unpickled
+             copy of the object it sent
+             fix: gilprof.reference.bcast_after (`out = obj if rank == root else
+             comm.bcast(None, root=root)`)
+
+    \b
+    Copying getters (GP002): --getter names, the recipe's lint_getters, and
+    `getters = [...]` under [tool.gilprof.lint] in the nearest pyproject.toml
+    above each PATH always count. Built-in TensorRT-LLM getters and properties the
+    scanned code defines that build a new list/dict/set (list(...), a
+    comprehension, .copy(), copy.deepcopy) count unless the scanned code also
+    defines the name as a plain attribute or field.
 
     \b
     Examples:
@@ -68,37 +77,32 @@ def command(
       gilprof lint src --format json | jq '.findings[] | .rule'
 
     \b
-    Directories skip hidden folders (.git, .venv, ...), __pycache__, node_modules,
-    site-packages and environments (folders holding pyvenv.cfg or conda-meta). A
-    file given by name is scanned whatever its suffix.
+    In a directory, test code (under tests/ or test/, test_*.py, *_test.py,
+    conftest.py) is skipped unless --include-tests; hidden folders, __pycache__,
+    node_modules, site-packages and environments are never walked. A file given
+    by name is always scanned, whatever its name or suffix.
 
     \b
     Silence a finding with a comment on the line it names:
       tokens = req.input_token_ids  # gilprof: ignore[GP002]
-      (`# gilprof: ignore` alone silences every rule on that line)
 
     \b
-    Exit status:
-      0  nothing flagged
-      1  at least one finding (even if some paths could not be read)
-      2  nothing flagged, but a path was missing or a file could not be read or
-         parsed: each is named on stderr and the scan goes on past it, so a
-         typo'd path or a syntax error never passes as a clean run
+    Exit status: 0 nothing flagged; 1 at least one finding; 2 nothing flagged but
+    a path was missing, unreadable or unparseable (each named on stderr), or the
+    options or the pyproject table were wrong.
     """
-    bad = [name for name in getters if not name.isidentifier()]
+    explicit = (*getters, *_recipe_getters(recipe))
+    bad = [name for name in explicit if not name.isidentifier()]
     if bad:
         raise UsageError(f"--getter expects an attribute name, got {bad[0]!r}")
-    names = tuple(
-        dict.fromkeys(([] if no_default_getters else list(DEFAULT_GETTERS)) + list(getters))
-    )
-    result = lint_paths(paths, getters=names)
+    result = lint_paths(paths, () if no_default_getters else DEFAULT_GETTERS,
+                        extra_getters=explicit, include_tests=include_tests,
+                        project_config=not no_config)
     for error in result.errors:
         click.echo(f"{error.location()}: error: {error.message}", err=True)
     click.echo(render("lint", fmt, result))
     if result.exit_code == 1:
         ctx.exit(1)
     if result.exit_code == 2:
-        raise InputError(
-            f"{len(result.errors)} of the given paths could not be read or parsed "
-            "(listed above); nothing was flagged in the rest"
-        )
+        raise InputError(f"{len(result.errors)} of the given paths could not be read or parsed "
+                         "(listed above); nothing was flagged in the rest")

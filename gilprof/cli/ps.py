@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
-from rich.table import Table
 
-from gilprof.discover import job_processes
-from gilprof.redact import redact_cmdline
-from gilprof.renderers._rich import to_text
+from gilprof.cli._options import format_option
+from gilprof.renderers import render
+from gilprof.sampling.discover import job_processes
 
 
 @click.command("ps")
 @click.option("--job", type=int, help="Only descendants of this launcher PID.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def command(job: int | None, as_json: bool) -> None:
+@format_option("ps", "table")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+def command(job: int | None, fmt: str, as_json: bool) -> None:
     """List Python processes that belong to distributed jobs on this host.
 
     \b
@@ -29,33 +28,11 @@ def command(job: int | None, as_json: bool) -> None:
     \b
     Examples:
       gilprof ps
-      gilprof ps --json | jq '.[] | select(.rank == 0) | .pid'
+      gilprof ps --format json | jq '.[] | select(.rank == 0) | .pid'
     """
     procs = job_processes(job)
-    shown = {p.pid: _short(" ".join(redact_cmdline(p.cmdline)) or p.name) for p in procs}
-    if as_json:
-        rows = [{"pid": p.pid, "ppid": p.ppid, "launcher": p.launcher, "launcher_pid": p.launcher_pid,
-                 "rank": p.rank, "local_rank": p.local_rank, "world_size": p.world_size,
-                 "rank_source": p.rank_source, "role": p.role, "threads": p.threads,
-                 "cmdline": shown[p.pid]} for p in procs]
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if not procs:
+    fmt = "json" if as_json else fmt
+    if not procs and fmt != "json":
         click.echo("no Python ranks of distributed jobs found on this host", err=True)
         return
-    table = Table()
-    for name in ("pid", "launcher", "rank", "local", "size", "rank var", "threads", "command"):
-        table.add_column(name, justify="right" if name in ("pid", "rank", "local", "size", "threads") else "left")
-    for p in procs:
-        table.add_row(str(p.pid), f"{p.launcher or '-'}({p.launcher_pid or '-'})",
-                      _opt(p.rank), _opt(p.local_rank), _opt(p.world_size), p.rank_source or "-",
-                      str(p.threads), shown[p.pid])
-    click.echo(to_text([table], color=sys.stdout.isatty()), nl=False)
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _opt(value: int | None) -> str:
-    return "-" if value is None else str(value)
+    click.echo(render("ps", fmt, procs, color=sys.stdout.isatty()), nl=False)

@@ -2,126 +2,20 @@
 
 from __future__ import annotations
 
-import io
-import json
-import shutil
-
 import click
 
+from gilprof.cli._options import format_option
 from gilprof.errors import UsageError
-from gilprof.recipes import Recipe, list_recipes, load_recipe
-from gilprof.renderers import register, render
-
-# The renderers live here until gilprof/renderers/ gets a recipes module; registering at import
-# keeps `render()` the single way out, as for every other command.
-
-
-@register("recipes", "table")
-def _recipes_table(recipes: list[Recipe]) -> str:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    table.add_column("recipe", no_wrap=True)
-    table.add_column("description")
-    for recipe in recipes:
-        table.add_row(recipe.name, recipe.description)
-    width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, color_system=None, highlight=False)
-    console.print(table)
-    console.print("\nShow one with: gilprof recipes --show NAME")
-    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()).rstrip("\n")
-
-
-@register("recipes", "plain")
-def _recipes_plain(recipes: list[Recipe]) -> str:
-    return "\n".join(f"{recipe.name}\t{recipe.description}" for recipe in recipes)
-
-
-@register("recipes", "json")
-def _recipes_json(recipes: list[Recipe]) -> str:
-    return json.dumps(
-        [{"name": r.name, "description": r.description, "source": r.source} for r in recipes],
-        indent=2,
-    )
-
-
-def _summary(recipe: Recipe) -> list[str]:
-    target = recipe.target
-    lines = [f"recipe {recipe.name} ({recipe.source}): valid", f"  {recipe.description}"]
-    where = [f"rank {target.rank}"]
-    if target.role:
-        where.append(f"role {target.role}")
-    if target.match:
-        where.append(f"cmdline ~ {target.match}")
-    if target.launcher:
-        where.append("launcher " + "|".join(target.launcher))
-    if target.parent_match:
-        where.append(f"ancestor ~ {target.parent_match}")
-    if target.role_env:
-        where.append(f"role env {target.role_env}")
-    lines.append("target:   " + ", ".join(where))
-    if target.threads:
-        lines.append("threads:  " + ", ".join(target.threads))
-    sampling = recipe.sampling
-    parts = [
-        f"{label} {value}"
-        for label, value in (
-            ("mode", sampling.mode),
-            ("rate", f"{sampling.rate:g} Hz" if sampling.rate is not None else None),
-            ("duration", f"{sampling.duration:g} s" if sampling.duration is not None else None),
-            ("native", None if sampling.native is None else str(sampling.native).lower()),
-        )
-        if value is not None
-    ]
-    lines.append("sampling: " + (", ".join(parts) or "command defaults"))
-    lines.append(f"watch:    {len(recipe.watch)} function(s)")
-    for entry in recipe.watch:
-        where_file = f" [{entry.file}]" if entry.file else ""
-        lines.append(f"  - {entry.function}{where_file}")
-        lines.append(f"      {' '.join(entry.why.split())}")
-        if entry.fix:
-            lines.append(f"      fix: {entry.fix}")
-    if recipe.steps is not None:
-        log = f", log {recipe.steps.log}" if recipe.steps.log else ""
-        lines.append(f"steps:    parser {recipe.steps.parser}{log}")
-    gate = recipe.gate
-    if not gate.is_empty():
-        budgets = [f"max_share {name} <= {pct:g}%" for name, pct in gate.max_share.items()]
-        if gate.max_utilization is not None:
-            budgets.append(f"max_utilization <= {gate.max_utilization:g}%")
-        if gate.max_host_step_p50_ms is not None:
-            budgets.append(f"host_step p50 <= {gate.max_host_step_p50_ms:g} ms")
-        if gate.max_regression is not None:
-            budgets.append(f"regression <= {gate.max_regression:g}%")
-        lines.append("gate:     " + "; ".join(budgets))
-    if recipe.lint_getters:
-        lines.append("lint:     copying getters " + ", ".join(recipe.lint_getters))
-    return lines
-
-
-@register("recipe", "table")
-def _recipe_text(recipe: Recipe) -> str:
-    rule = "-" * 72
-    return "\n".join([recipe.text.rstrip("\n"), rule, *_summary(recipe)])
-
-
-@register("recipe", "plain")
-def _recipe_plain(recipe: Recipe) -> str:
-    return _recipe_text(recipe)
-
-
-@register("recipe", "json")
-def _recipe_json(recipe: Recipe) -> str:
-    return json.dumps({**recipe.to_dict(), "text": recipe.text}, indent=2)
+from gilprof.recipes import list_recipes, load_recipe
+from gilprof.renderers import render
 
 
 @click.command("recipes")
 @click.option("--show", "show", metavar="NAME|FILE", help="Print one recipe and check it.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--plain", is_flag=True, help="Tab-separated list, no table.")
-def command(show: str | None, as_json: bool, plain: bool) -> None:
+@format_option("recipes", "table")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--plain", is_flag=True, help="Same as --format plain: tab-separated list, no table.")
+def command(show: str | None, fmt: str, as_json: bool, plain: bool) -> None:
     """List the recipes for known serving stacks, or show one.
 
     A recipe tells gilprof how to find the process that matters (rank, role,
@@ -133,13 +27,13 @@ def command(show: str | None, as_json: bool, plain: bool) -> None:
       gilprof recipes                          # name and description of each
       gilprof recipes --show trtllm-disagg-gen # the TOML plus a checked summary
       gilprof recipes --show ./my-stack.toml   # validate your own recipe file
-      gilprof recipes --json                   # for scripts
+      gilprof recipes --format json            # for scripts (--json for short)
 
     A file given to --show is only parsed and checked; nothing in it is run.
     """
     if as_json and plain:
         raise UsageError("--json and --plain are alternatives; give one")
-    fmt = "json" if as_json else "plain" if plain else "table"
+    fmt = "json" if as_json else "plain" if plain else fmt
     if show is not None:
         click.echo(render("recipe", fmt, load_recipe(show)))
         return

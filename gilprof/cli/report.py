@@ -6,13 +6,13 @@ import sys
 
 import click
 
-from gilprof.attribution import DEFAULT_WATCH, attribute
+from gilprof.analysis.attribution import DEFAULT_WATCH, attribute
+from gilprof.analysis.contention import analyze
+from gilprof.analysis.ranks import compare_ranks
 from gilprof.cli._recipe import recipe_option
-from gilprof.contention import analyze
 from gilprof.errors import UsageError
 from gilprof.model import Mode
 from gilprof.profile import load_profiles, write_text_atomic
-from gilprof.ranks import compare_ranks
 from gilprof.recipes import Recipe
 from gilprof.renderers import formats, render
 from gilprof.renderers.report import ReportData

@@ -14,10 +14,20 @@ under the GIL. The seed PR's fix is to read it once per request instead of twice
 - `balance_requests_across_ranks_fast`: the fix plus a caller-supplied `token_count`, so a
   request type with an O(1) length copies nothing.
 
-All three assign the same requests to the same ranks in the same order. One deliberate
-difference from upstream, identical in all three: when the ranks below the expected count
-have fewer free slots than there are requests (upstream pops an empty heap and raises
-IndexError), they raise ValueError before reading any request, leaving the dict untouched.
+All three assign the same requests to the same ranks in the same order. Checked against
+NVIDIA/TensorRT-LLM `tensorrt_llm/_torch/pyexecutor/scheduler/adp_router.py` at 02385f2
+(`DefaultADPRouter.route_requests` and `_balance_requests_across_ranks`). Deliberate
+differences from upstream:
+
+- When the ranks below the expected count have fewer free slots than there are requests
+  (upstream pops an empty heap and raises IndexError), all three raise ValueError before
+  reading any request, leaving the dict untouched. With upstream's cap at
+  `max_num_active_requests` (see `expected_num_active_requests`) this can happen whenever a
+  caller fetches more requests than the ranks have room for.
+- Only `_balance_requests_across_ranks` is reproduced: the `attention_dp_rank` pinning that
+  `route_requests` does first, and the KV-cache-aware router, are not.
+- `cheap_token_count` is the O(1) count of later upstream work (`_num_input_tokens`); the
+  seed's two reads are `token_count_by_getter`.
 """
 
 from __future__ import annotations
@@ -95,26 +105,38 @@ def token_count_by_getter(item: Any) -> int:
 
 
 def cheap_token_count(item: Any) -> int:
-    """Count through an O(1) `num_input_tokens` when the request has one, else one getter read."""
+    """Upstream's `_num_input_tokens`: O(1) when the request carries an int count.
+
+    0 only when the request is None (unlike the seed's count, an empty or falsy request is
+    still asked); `num_input_tokens` is used only when it is an `int` (a method, a property
+    of another type or a missing attribute fall back to one `input_token_ids` read); a
+    request without either counts 0.
+    """
     request = item.request
-    if not request:
+    if request is None:
         return 0
     length = getattr(request, "num_input_tokens", None)
-    if length is None:
-        return len(getattr(request, "input_token_ids", ()))
-    return int(length() if callable(length) else length)
+    if isinstance(length, int):
+        return length
+    return len(getattr(request, "input_token_ids", ()))
 
 
 def expected_num_active_requests(
-    all_ranks_num_active_requests: Sequence[int], num_new_requests: int
+    all_ranks_num_active_requests: Sequence[int],
+    num_new_requests: int,
+    max_num_active_requests: int,
 ) -> int:
-    """Upstream's per-rank target: the ceiling of the even share, at least the current maximum.
+    """Upstream's per-rank target for `route_requests`.
 
-    With this target the ranks always have room for all `num_new_requests`.
+    The ceiling of the even share of active plus new requests, at least the current maximum,
+    capped at `max_num_active_requests` so no rank is asked for more than it can schedule.
+    Because of the cap, the ranks may have room for fewer than `num_new_requests`: callers
+    must cap the fetch (the routers raise ValueError otherwise).
     """
     num_ranks = len(all_ranks_num_active_requests)
     total = sum(all_ranks_num_active_requests) + num_new_requests
-    return max(-(-total // num_ranks), max(all_ranks_num_active_requests))
+    even_share = max(-(-total // num_ranks), max(all_ranks_num_active_requests))
+    return min(even_share, max_num_active_requests)
 
 
 class _RankLoad(NamedTuple):

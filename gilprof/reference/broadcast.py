@@ -4,20 +4,33 @@ Protocol, shared by both versions: the root pickles the object (highest protocol
 takes part in a `Bcast` of an int64 header `[ok_flag, total_size, num_chunks]`, then in
 `num_chunks` raw-byte `Bcast`s of at most `chunk_size` bytes each (no pickle-5 out-of-band
 buffers). Non-root ranks receive into one preallocated bytearray and unpickle it. A root
-that cannot pickle the object sends ok_flag=0, so every rank raises BroadcastError instead
-of waiting for chunks that never come.
+that cannot pickle the object sends ok_flag=0, so every rank raises BroadcastError (a
+RuntimeError, as upstream raises) instead of waiting for chunks that never come.
 
 The two versions differ only in what the root returns:
 
 - `safe_broadcast_before` (the seed's code): `pickle.loads` of the bytes it just sent, a
   full deep copy of the payload on every call, after a size check that compares a length
-  with itself.
+  with itself. As upstream, a failure of that root-side unpickle raises
+  "Deserialization failed: ...", and a one-rank communicator still goes through the whole
+  round trip (pickle, `Bcast`s, unpickle), so the root gets a copy there too.
 - `safe_broadcast` (the fix): the original object.
 
+Checked against NVIDIA/TensorRT-LLM `tensorrt_llm/_torch/distributed/communicator.py` at
+010028889 (the "before"). Deliberate differences from upstream, in both versions:
+
+- `comm=None` stands for upstream's build without multi-device support: the object is
+  returned as is (upstream: `if not ENABLE_MULTI_DEVICE: return obj`).
+- `chunk_size <= 0` is a ValueError before the communicator is used, so a bad setting
+  fails on a laptop rather than first at scale; a `root` outside the communicator is a
+  ValueError too (upstream leaves that to MPI).
+- `safe_broadcast` (after) returns the object without pickling it on a one-rank
+  communicator: there is no one to send to. Upstream's fixed version still pickles and sends.
+- Error messages name the rank and the exception type; they start with upstream's wording
+  ("Serialization failed", "Root rank failed during serialization", "Deserialization
+  failed").
+
 Every rank must pass the same `root` and `chunk_size`, as with any MPI collective.
-`chunk_size <= 0` is a ValueError even without a communicator, so a bad setting fails on
-a laptop rather than first at scale; with `comm=None` or one rank the object is returned
-as is.
 mpi4py is imported only when a real broadcast happens.
 """
 
@@ -49,16 +62,16 @@ def chunk_count(total_size: int, chunk_size: int) -> int:
     return -(-total_size // chunk_size)
 
 
-def _single_rank(comm: Communicator | None, root: int, chunk_size: int) -> bool:
-    """Check the arguments; True when there is no other rank to send to."""
+def _check(comm: Communicator | None, root: int, chunk_size: int) -> int:
+    """Check the arguments; the communicator's size (0 for `comm=None`)."""
     if chunk_size <= 0:
         raise ValueError(f"chunk_size must be > 0, got {chunk_size}")
     if comm is None:
-        return True
+        return 0
     size = comm.Get_size()
     if not 0 <= root < size:
         raise ValueError(f"root {root} is not a rank of a communicator of size {size}")
-    return size == 1
+    return size
 
 
 def _header(ok_flag: int = 0, total_size: int = 0, num_chunks: int = 0) -> array[int]:
@@ -95,7 +108,9 @@ def receive_bytes(comm: Communicator, root: int, chunk_size: int) -> bytearray:
     _send_header(comm, header, root)
     ok_flag, total_size, num_chunks = header
     if not ok_flag:
-        raise BroadcastError(f"root rank {root} failed to serialize the object; nothing was sent")
+        raise BroadcastError(
+            f"Root rank failed during serialization (root {root}); nothing was sent"
+        )
     payload = bytearray(total_size)
     view = memoryview(payload)
     for index in range(num_chunks):
@@ -111,7 +126,7 @@ def _pickle_at_root(comm: Communicator, obj: Any, root: int) -> bytes:
     except Exception as exc:
         send_failure(comm, root)
         raise BroadcastError(
-            f"root rank {root} failed to serialize the object: {type(exc).__name__}: {exc}"
+            f"Serialization failed at root rank {root}: {type(exc).__name__}: {exc}"
         ) from exc
 
 
@@ -121,8 +136,8 @@ def _receive_object(comm: Communicator, root: int, chunk_size: int) -> Any:
         return pickle.loads(payload)
     except Exception as exc:
         raise BroadcastError(
-            f"rank {comm.Get_rank()} failed to unpickle {len(payload)} bytes from root "
-            f"{root}: {type(exc).__name__}: {exc}"
+            f"Deserialization failed on rank {comm.Get_rank()} ({len(payload)} bytes from root "
+            f"{root}): {type(exc).__name__}: {exc}"
         ) from exc
 
 
@@ -130,7 +145,7 @@ def safe_broadcast_before(
     comm: Communicator | None, obj: Any, root: int = 0, chunk_size: int = DEFAULT_CHUNK_SIZE
 ) -> Any:
     """The seed's broadcast: the root returns a deep copy rebuilt from its own bytes."""
-    if _single_rank(comm, root, chunk_size):
+    if not _check(comm, root, chunk_size):
         return obj
     assert comm is not None
     if comm.Get_rank() != root:
@@ -141,14 +156,19 @@ def safe_broadcast_before(
     # The seed's dead check, kept so "before" costs what the seed cost: it cannot fail.
     if len(serialized) != total_size:
         raise BroadcastError(f"data size mismatch at root: {total_size} != {len(serialized)}")
-    return pickle.loads(serialized)
+    try:
+        return pickle.loads(serialized)
+    except Exception as exc:
+        raise BroadcastError(
+            f"Deserialization failed at root rank {root}: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def safe_broadcast(
     comm: Communicator | None, obj: Any, root: int = 0, chunk_size: int = DEFAULT_CHUNK_SIZE
 ) -> Any:
     """The fixed broadcast: non-roots get an unpickled copy, the root its own object back."""
-    if _single_rank(comm, root, chunk_size):
+    if _check(comm, root, chunk_size) <= 1:
         return obj
     assert comm is not None
     if comm.Get_rank() != root:

@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
-from gilprof.bench_reference import BenchResult, BenchRow
 from gilprof.reference import IMPL_NAMES
+from gilprof.reference.bench import BenchResult, BenchRow
 from gilprof.renderers import register
 from gilprof.renderers._rich import to_text
 
@@ -86,7 +86,8 @@ def render_table(result: BenchResult, width: int | None = None, **_: Any) -> str
             _note(row),
         )
     footer = (
-        "fast's broadcast is after's; before/fast there measures the same code twice.\n"
+        "fast's broadcast and bcast are after's; before/fast there measures the same code "
+        "twice.\n"
         "Broadcast times include waiting for the other ranks: with more ranks than cores "
         "they are noisy."
     )

@@ -10,12 +10,12 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from gilprof.compare import IMPROVED, REGRESSED, Comparison, ShareChange, StepsChange
+from gilprof.analysis.compare import IMPROVED, REGRESSED, Comparison, ShareChange, StepsChange
 from gilprof.renderers import register
 from gilprof.renderers._rich import to_text
 from gilprof.stats import Difference
 
-COMPARE_SCHEMA = "gilprof.compare/1"
+COMPARE_SCHEMA = "gilprof.analysis.compare/1"
 _STYLE = {IMPROVED: "green", REGRESSED: "red"}
 
 
@@ -56,7 +56,7 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
     }
 
 
-@register("compare", "json")
+@register("compare", "json", extension=".json", description="machine-readable")
 def render_json(c: Comparison, **_: Any) -> str:
     return json.dumps(comparison_dict(c), indent=2) + "\n"
 
@@ -100,7 +100,7 @@ def steps_verdict_line(s: StepsChange) -> str:
     return f"before: {side(s.verdict_before, s.ratio_before)}; after: {side(s.verdict_after, s.ratio_after)}"
 
 
-@register("compare", "table")
+@register("compare", "table", extension=".txt", description="for a terminal")
 def render_table(c: Comparison, *, color: bool = False, width: int | None = None, **_: Any) -> str:
     out: list[Any] = [Text(f"before: {c.before_label}   after: {c.after_label}   "
                            f"({c.mode} mode, {c.batches[0]}/{c.batches[1]} batches, "
@@ -137,7 +137,7 @@ def _md_rows(rows: list[ShareChange]) -> list[str]:
     return lines
 
 
-@register("compare", "markdown")
+@register("compare", "markdown", extension=".md", description="for a PR comment")
 def render_markdown(c: Comparison, **_: Any) -> str:
     lines = ["### gilprof compare", "", f"before: {c.before_label} · after: {c.after_label} · "
              f"{c.mode} mode · {100 * c.confidence:.0f}% intervals (batch means over "

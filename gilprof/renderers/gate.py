@@ -6,7 +6,7 @@ import json
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from gilprof.gate import BudgetResult, GateResult
+from gilprof.analysis.gate import BudgetResult, GateResult
 from gilprof.renderers import register
 
 
@@ -14,7 +14,7 @@ def _measured(r: BudgetResult) -> str:
     return "n/a" if r.measured is None else f"{r.measured:.2f}{r.unit}"
 
 
-@register("gate", "text")
+@register("gate", "table", extension=".txt", description="for a terminal")
 def render_text(g: GateResult, **_: Any) -> str:
     lines = []
     for r in g.results:
@@ -26,16 +26,16 @@ def render_text(g: GateResult, **_: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-@register("gate", "json")
+@register("gate", "json", extension=".json", description="machine-readable")
 def render_json(g: GateResult, **_: Any) -> str:
-    return json.dumps({"schema": "gilprof.gate/1", "passed": g.passed, "profile": g.profile_label,
+    return json.dumps({"schema": "gilprof.analysis.gate/1", "passed": g.passed, "profile": g.profile_label,
                        "budgets": [{"name": r.name, "description": r.description,
                                     "measured": r.measured, "limit": r.limit, "unit": r.unit,
                                     "passed": r.passed, "detail": r.detail} for r in g.results]},
                       indent=2) + "\n"
 
 
-@register("gate", "markdown")
+@register("gate", "markdown", extension=".md", description="for a PR comment")
 def render_markdown(g: GateResult, **_: Any) -> str:
     head = "✅ gilprof gate passed" if g.passed else f"❌ gilprof gate failed ({len(g.failed)} of {len(g.results)})"
     lines = [f"### {head}", "", f"profile: {g.profile_label}", "",
@@ -46,12 +46,12 @@ def render_markdown(g: GateResult, **_: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-@register("gate", "junit")
+@register("gate", "junit", extension=".xml", description="JUnit XML for CI")
 def render_junit(g: GateResult, **_: Any) -> str:
-    suite = ET.Element("testsuite", name="gilprof.gate", tests=str(len(g.results)),
+    suite = ET.Element("testsuite", name="gilprof.analysis.gate", tests=str(len(g.results)),
                        failures=str(len(g.failed)), errors="0", skipped="0")
     for r in g.results:
-        case = ET.SubElement(suite, "testcase", classname="gilprof.gate", name=r.name)
+        case = ET.SubElement(suite, "testcase", classname="gilprof.analysis.gate", name=r.name)
         if not r.passed:
             failure = ET.SubElement(case, "failure", message=f"{r.description} = {_measured(r)} "
                                                              f"exceeds {r.limit:g}{r.unit}")

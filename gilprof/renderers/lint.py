@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from gilprof import __version__
-from gilprof.lint import RULES, LintResult
+from gilprof.lint import RULES, SCHEMA, LintResult
 from gilprof.renderers import register
 
 FORMATS = ("text", "json", "sarif")
@@ -21,10 +21,12 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-@register("lint", "text")
-def render_text(result: LintResult) -> str:
+@register("lint", "text", extension=".txt", description="one finding a line")
+def render_text(result: LintResult, **_options: Any) -> str:
     lines = [
-        f"{f.path}:{f.line}:{f.col}: {f.rule} {f.message} (fix: {f.fix})" for f in result.findings
+        f"{f.path}:{f.line}:{f.col}: {f.rule}{' (test code)' if f.level == 'note' else ''} "
+        f"{f.message} (fix: {f.fix})"
+        for f in result.findings
     ]
     scanned = _plural(result.files_scanned, "file") + " scanned"
     if result.findings:
@@ -33,13 +35,15 @@ def render_text(result: LintResult) -> str:
         summary = f"{_plural(len(result.findings), 'finding')} ({counts}) in {scanned}"
     else:
         summary = f"no findings in {scanned}"
+    if result.tests_skipped:
+        summary += f"; {_plural(result.tests_skipped, 'test file')} skipped (--include-tests)"
     if result.errors:
         summary += f"; {_plural(len(result.errors), 'path')} could not be read or parsed"
     return "\n".join([*lines, summary])
 
 
-@register("lint", "json")
-def render_json(result: LintResult) -> str:
+@register("lint", "json", extension=".json", description=SCHEMA)
+def render_json(result: LintResult, **_options: Any) -> str:
     return json.dumps(result.to_dict(), indent=2)
 
 
@@ -51,8 +55,8 @@ def _artifact_uri(path: str) -> str:
     return quote(posixpath.normpath(PurePosixPath(*pure.parts).as_posix()))
 
 
-@register("lint", "sarif")
-def render_sarif(result: LintResult) -> str:
+@register("lint", "sarif", extension=".sarif", description="SARIF 2.1.0")
+def render_sarif(result: LintResult, **_options: Any) -> str:
     rule_ids = sorted(RULES)
     rules = [
         {
@@ -68,7 +72,7 @@ def render_sarif(result: LintResult) -> str:
         {
             "ruleId": f.rule,
             "ruleIndex": rule_ids.index(f.rule),
-            "level": "warning",
+            "level": f.level,
             "message": {"text": f"{f.message} (fix: {f.fix})"},
             "locations": [
                 {

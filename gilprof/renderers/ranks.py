@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from gilprof.ranks import RankComparison, RankRow
+from gilprof.analysis.ranks import RankComparison, RankRow
 from gilprof.renderers import register
 from gilprof.renderers._rich import pct, to_text
 
@@ -17,14 +17,14 @@ def _column_name(c: Any) -> str:
     return f"rank {'?' if c.rank is None else c.rank}" + (f"@{c.hostname}" if c.hostname else "")
 
 
-@register("ranks", "json")
+@register("ranks", "json", extension=".json", description="machine-readable")
 def render_json(r: RankComparison, **_: Any) -> str:
     def row(x: RankRow) -> dict[str, Any]:
         return {"function": x.function, "file": x.file, "total_share": list(x.shares),
                 "rank0_excess": x.excess}
 
     return json.dumps({
-        "schema": "gilprof.ranks/1",
+        "schema": "gilprof.analysis.ranks/1",
         "reference_rank": r.columns[r.reference].rank,
         "columns": [{"rank": c.rank, "hostname": c.hostname, "pid": c.pid,
                      "utilization": c.utilization, "samples": c.samples, "partial": c.partial}
@@ -47,7 +47,7 @@ def _table(title: str, r: RankComparison, rows: tuple[RankRow, ...]) -> Table:
     return table
 
 
-@register("ranks", "table")
+@register("ranks", "table", extension=".txt", description="for a terminal")
 def render_table(r: RankComparison, *, color: bool = False, width: int | None = None, **_: Any) -> str:
     util = "  ".join(f"{_column_name(c)}: {pct(c.utilization)}" for c in r.columns)
     out: list[Any] = [Text(f"GIL utilization  {util}", style="bold")]
@@ -58,7 +58,7 @@ def render_table(r: RankComparison, *, color: bool = False, width: int | None = 
     return to_text(out, color=color, width=width)
 
 
-@register("ranks", "markdown")
+@register("ranks", "markdown", extension=".md", description="for a PR comment")
 def render_markdown(r: RankComparison, **_: Any) -> str:
     head = "| function | " + " | ".join(_column_name(c) for c in r.columns) + " | rank-0 excess |"
     sep = "|---|" + "---:|" * (len(r.columns) + 1)

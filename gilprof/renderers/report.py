@@ -9,8 +9,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from gilprof.attribution import Attribution, FunctionShare, thread_label
-from gilprof.contention import Contention
+from gilprof.analysis.attribution import Attribution, FunctionShare, thread_label
+from gilprof.analysis.contention import Contention
 from gilprof.model import Mode
 from gilprof.profile import Profile
 from gilprof.renderers import register
@@ -92,7 +92,7 @@ def contention_dict(c: Contention) -> dict[str, Any]:
     }
 
 
-@register("report", "json")
+@register("report", "json", extension=".json", description="machine-readable")
 def render_json(data: ReportData, **_: Any) -> str:
     out = report_dict(data)
     if data.contention is not None:
@@ -118,7 +118,7 @@ def _header_lines(p: Profile, a: Attribution) -> list[str]:
     return lines
 
 
-@register("report", "table")
+@register("report", "table", extension=".txt", description="for a terminal")
 def render_table(data: ReportData, *, color: bool = False, width: int | None = None,
                  **_: Any) -> str:
     p, a = data.profile, data.attribution
@@ -195,7 +195,7 @@ def _contention_tables(c: Contention) -> list[Any]:
     return [states, sites, blame]
 
 
-@register("report", "markdown")
+@register("report", "markdown", extension=".md", description="for a PR comment")
 def render_markdown(data: ReportData, **_: Any) -> str:
     p, a = data.profile, data.attribution
     gil_mode = a.mode.knows_gil
@@ -219,7 +219,7 @@ def render_markdown(data: ReportData, **_: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-@register("report", "collapsed")
+@register("report", "collapsed", extension=".folded", description="folded stacks for flamegraph.pl/inferno")
 def render_collapsed(data: ReportData, **_: Any) -> str:
     """Folded stacks (flamegraph.pl, inferno): `thread;root;...;leaf count`."""
     p = data.profile
@@ -234,7 +234,7 @@ def render_collapsed(data: ReportData, **_: Any) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-@register("report", "speedscope")
+@register("report", "speedscope", extension=".speedscope.json", description="opens in speedscope.app")
 def render_speedscope(data: ReportData, **_: Any) -> str:
     """One sampled profile per thread; weights in seconds (share x sampled duration)."""
     p = data.profile

@@ -96,7 +96,7 @@ def _notes(report: StepsReport) -> list[str]:
     return notes
 
 
-@register("steps", "table")
+@register("steps", "table", extension=".txt", description="for a terminal")
 def render_table(report: StepsReport, width: int = 120, **_: object) -> str:
     table = Table(
         title="Step times per rank, ms",
@@ -124,7 +124,7 @@ def render_table(report: StepsReport, width: int = 120, **_: object) -> str:
     return "\n".join(line.rstrip() for line in capture.get().splitlines()).strip("\n")
 
 
-@register("steps", "markdown")
+@register("steps", "markdown", extension=".md", description="for a PR comment")
 def render_markdown(report: StepsReport, **_: object) -> str:
     lines = [
         "| " + " | ".join(_COLUMNS) + " |",
@@ -138,6 +138,6 @@ def render_markdown(report: StepsReport, **_: object) -> str:
     return "\n".join(lines)
 
 
-@register("steps", "json")
+@register("steps", "json", extension=".json", description="machine-readable")
 def render_json(report: StepsReport, **_: object) -> str:
     return json.dumps(report.to_json(), indent=2)

@@ -44,10 +44,10 @@ def require_interpreter(minor: str) -> str:
 
 
 def require_tool(name: str) -> str:
-    from gilprof.mpi_tools import find_mpiexec
+    from gilprof.sampling.processes import find_binary
 
     try:
-        path = find_mpiexec() if name == "mpiexec" else shutil.which(name)
+        path = find_binary("mpiexec") if name == "mpiexec" else shutil.which(name)
     except Exception:
         path = None
     if not path:

@@ -23,8 +23,8 @@ TOLERANCE_POINTS = 5.0
 
 @pytest.fixture(scope="module")
 def austin() -> str:
-    from gilprof.backends.austin import AustinBackend
     from gilprof.errors import SamplerError
+    from gilprof.sampling.backends.austin import AustinBackend
 
     try:
         return AustinBackend().version()

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gilprof.bench_reference import BenchPlan, BenchRow, bench_broadcast
 from gilprof.cli.bench_reference import command as bench_command
 from gilprof.errors import UsageError
+from gilprof.reference.bench import BenchPlan, BenchRow, bench_broadcast, run_bench
 from gilprof.reference.broadcast import chunk_count, safe_broadcast, safe_broadcast_before
 
 from .conftest import require_tool
@@ -28,6 +28,7 @@ CHECKS = (
     "chunk_boundaries",
     "root_failure",
     "receiver_failure",
+    "root_unpickle_failure",
     "random_payloads",
 )
 LINE = re.compile(r"^rank=(\d+) check=(\w+) (ok|FAIL)(.*)$", re.MULTILINE)
@@ -96,6 +97,10 @@ def test_ratios_skip_missing_and_zero_medians() -> None:
 def test_broadcast_bench_rejects_a_single_rank() -> None:
     with pytest.raises(UsageError, match="at least 2"):
         bench_broadcast(BenchPlan.quick(ranks=1))
+    with pytest.raises(UsageError, match="unknown MPI benchmarks"):
+        bench_broadcast(BenchPlan.quick(ranks=2), benchmarks=("router",))
+    with pytest.raises(UsageError, match="unknown benchmark"):
+        run_bench(BenchPlan.quick(ranks=2), only="nothing")
 
 
 @pytest.mark.integration
@@ -116,8 +121,9 @@ def test_bench_reference_quick_json() -> None:
     assert router["getter_reads_per_request"] == {"before": 2.0, "after": 1.0, "fast": 0.0}
     # before copies every token list twice, after once: about 2x by construction.
     assert router["median_ms"]["before"] > router["median_ms"]["after"]
-    sizes = [row["params"]["requests"] for row in result["broadcast"]]
-    assert sizes == list(BenchPlan.quick().broadcast_requests)
+    quick_sizes = list(BenchPlan.quick().broadcast_requests)
+    rows = [(row["benchmark"], row["params"]["requests"]) for row in result["broadcast"]]
+    assert rows == [(name, n) for name in ("broadcast", "bcast") for n in quick_sizes]
     for row in result["broadcast"]:
         assert row["params"]["payload_bytes"] > 0
         assert row["params"]["ranks"] == 2

@@ -233,7 +233,7 @@ def test_gate_json_format(fixed_profile):
     result = run("gate", fixed_profile, "--max-share", "safe_broadcast=5", "--format", "json")
     assert result.exit_code == 1
     data = json.loads(result.stdout)
-    assert data["schema"] == "gilprof.gate/1" and data["passed"] is False
+    assert data["schema"] == "gilprof.analysis.gate/1" and data["passed"] is False
     (budget,) = data["budgets"]
     assert budget["name"] == "max-share:safe_broadcast"
     assert budget["measured"] == pytest.approx(30.0) and budget["limit"] == 5 and not budget["passed"]
@@ -287,7 +287,7 @@ def test_compare_json_has_the_documented_keys(pair):
     result = run("compare", *pair, "--format", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["schema"] == "gilprof.compare/1"
+    assert data["schema"] == "gilprof.analysis.compare/1"
     assert {"utilization", "threads", "functions", "watch", "steps"} <= set(data)
     assert data["mode"] == "gil" and data["steps"] is None
     assert set(data["utilization"]) >= {"before", "after", "delta", "ci_low", "ci_high", "significant"}

@@ -1,7 +1,8 @@
-"""examples/disagg_gen/server.py under real `mpiexec -n 4`: log format and ground truth.
+"""The example server (examples/disagg_gen) under real `mpiexec -n 4`: log and ground truth.
 
-One short run per implementation, shared by the tests below. The gilprof-attached checks
-live in test_demo.py.
+One short run per implementation, shared by the tests below, through the compatibility
+script `examples/disagg_gen/server.py`; one more run as `python -m disagg_gen` from
+`examples/`. The gilprof-attached checks live in test_demo.py.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from .conftest import ROOT, require_tool
 
 pytestmark = pytest.mark.integration
 
-SERVER = ROOT / "examples" / "disagg_gen" / "server.py"
+EXAMPLES = ROOT / "examples"
+SERVER = EXAMPLES / "disagg_gen" / "server.py"
 RUN_SECONDS = 4.0
 WARMUP_SECONDS = 1.0
 TIMEOUT_S = 120
@@ -36,14 +38,21 @@ ITER_LINE = re.compile(
 )
 
 
-def _run_server(name: str, out: Path, *args: str, seconds: float = RUN_SECONDS):
-    """Run the server to completion; (iteration log, ground-truth file, stdout + stderr)."""
+def _run_server(
+    name: str, out: Path, *args: str, seconds: float = RUN_SECONDS, as_module: bool = False
+):
+    """Run the server to completion; (iteration log, ground-truth file, stdout + stderr).
+
+    `as_module` runs `python -m disagg_gen` from `examples/`, else the compatibility script
+    from the repository root.
+    """
     mpiexec = require_tool("mpiexec")
     pytest.importorskip("mpi4py")
     log, truth = out / f"{name}.log", out / f"{name}.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    argv = [mpiexec, "-n", "4", sys.executable, str(SERVER), *args]
+    entry = ["-m", "disagg_gen"] if as_module else [str(SERVER)]
+    argv = [mpiexec, "-n", "4", sys.executable, *entry, *args]
     argv += ["--duration", str(seconds), "--warmup", str(WARMUP_SECONDS)]
     argv += ["--log-file", str(log), "--ground-truth", str(truth)]
     proc = subprocess.Popen(
@@ -52,7 +61,7 @@ def _run_server(name: str, out: Path, *args: str, seconds: float = RUN_SECONDS):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        cwd=str(ROOT),
+        cwd=str(EXAMPLES if as_module else ROOT),
         start_new_session=True,
     )
     try:
@@ -105,6 +114,16 @@ def test_ground_truth_shows_watched_functions_cheaper_after_the_fix(runs):
         assert data["window"]["iterations"] >= 5
         assert data["functions"]["safe_broadcast"]["calls"] >= data["window"]["iterations"]
         assert data["functions"]["_balance_requests_across_ranks"]["calls"] >= 1
+        # One small lowercase bcast of the previous step's tokens per iteration after the
+        # first, measured but outside `watched`.
+        sample_state = data["functions"]["broadcast_sample_state"]
+        assert sample_state["calls"] >= data["window"]["iterations"] - 1
+        assert 0 < sample_state["share_of_wall"] < 0.05
+        watched = sum(
+            data["functions"][name]["gil_cpu_s"]
+            for name in ("safe_broadcast", "_balance_requests_across_ranks")
+        )
+        assert data["watched"]["gil_cpu_s"] == pytest.approx(watched)
         assert 0 < data["watched"]["gil_cpu_s"] <= data["executor_thread"]["gil_cpu_s"] * 1.05
     before, after = truth["before"], truth["after"]
     per_request = {
@@ -118,9 +137,9 @@ def test_ground_truth_shows_watched_functions_cheaper_after_the_fix(runs):
     assert after["watched"]["share_of_executor_cpu"] < before["watched"]["share_of_executor_cpu"]
 
 
-def test_fast_impl_with_full_safe_broadcast_on_every_rank(tmp_path):
+def test_fast_impl_as_module_with_full_safe_broadcast_on_every_rank(tmp_path):
     log, truth, _ = _run_server(
-        "fast", tmp_path, "--impl", "fast", "--worker-unpickle", seconds=3.0
+        "fast", tmp_path, "--impl", "fast", "--worker-unpickle", seconds=3.0, as_module=True
     )
     matches = _iteration_lines(log)
     assert len(matches) >= 5

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gilprof.discover import RANK_VARIABLES
+from gilprof.sampling.discover import RANK_VARIABLES
 
 from .conftest import ROOT, WORKLOADS, gilprof_cmd, require_tool, wait_for
 

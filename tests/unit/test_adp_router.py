@@ -18,8 +18,11 @@ from gilprof.reference.adp_router import (
     balance_requests_across_ranks,
     balance_requests_across_ranks_before,
     balance_requests_across_ranks_fast,
+    cheap_token_count,
     expected_num_active_requests,
+    token_count_by_getter,
 )
+from gilprof.reference.bcast import bcast_after, bcast_before
 
 
 class NoTokenAttribute:
@@ -67,7 +70,8 @@ def routing_problems(draw: st.DrawFn) -> dict[str, Any]:
         else:
             request = CopyingTokenRequest(range(100, 100 + kind), request_id=index)
         items.append(RequestItem(index, request))
-    fair = expected_num_active_requests(active_requests, len(items))
+    max_active = draw(st.integers(1, 12))
+    fair = expected_num_active_requests(active_requests, len(items), max_active)
     # Sometimes a cap below the fair share: some ranks full, maybe too little room overall.
     expected = draw(st.one_of(st.just(fair), st.integers(0, fair + 1)))
     prefilled = draw(st.lists(st.integers(0, num_ranks - 1), max_size=3))
@@ -185,9 +189,61 @@ def test_mismatched_rank_lists_are_rejected() -> None:
 
 
 def test_expected_num_active_requests_matches_upstream_formula() -> None:
-    assert expected_num_active_requests([0, 0, 0], 7) == 3
-    assert expected_num_active_requests([5, 0, 0], 1) == 5
-    assert expected_num_active_requests([2, 2], 0) == 2
+    assert expected_num_active_requests([0, 0, 0], 7, 100) == 3
+    assert expected_num_active_requests([5, 0, 0], 1, 100) == 5
+    assert expected_num_active_requests([2, 2], 0, 100) == 2
+    # Upstream caps the target at max_num_active_requests, even below the current maximum.
+    assert expected_num_active_requests([0, 0, 0], 7, 2) == 2
+    assert expected_num_active_requests([5, 0, 0], 1, 4) == 4
+    assert expected_num_active_requests([3, 3], 10, 8) == 8
+
+
+def test_capped_target_can_leave_too_little_room() -> None:
+    """With the cap the ranks may not take every request: callers must cap their fetch."""
+    active = [3, 3]
+    items = [RequestItem(i, CopyingTokenRequest([1], request_id=i)) for i in range(5)]
+    expected = expected_num_active_requests(active, len(items), 5)
+    assert expected == 5
+    for route in VARIANTS.values():
+        with pytest.raises(ValueError, match="cannot route 5 requests"):
+            route(items, {}, list(active), [0, 0], expected)
+        routed = route(items[:4], {}, list(active), [0, 0], expected)
+        assert sorted(len(got) for got in routed.values()) == [2, 2]
+
+
+class _Counted:
+    """A request whose `num_input_tokens` may be anything, with a copying getter."""
+
+    def __init__(self, num_input_tokens: Any, tokens: int = 4, falsy: bool = False) -> None:
+        self.num_input_tokens = num_input_tokens
+        self._tokens = tokens
+        self._falsy = falsy
+        self.reads = 0
+
+    @property
+    def input_token_ids(self) -> list[int]:
+        self.reads += 1
+        return [0] * self._tokens
+
+    def __bool__(self) -> bool:
+        return not self._falsy
+
+
+def test_cheap_token_count_follows_upstream_num_input_tokens() -> None:
+    assert cheap_token_count(RequestItem(0, None)) == 0
+    # An int count is taken as is, without reading the getter, even on a falsy request
+    # (the seed's getter count says 0 for a falsy one).
+    falsy = _Counted(7, falsy=True)
+    assert cheap_token_count(RequestItem(0, falsy)) == 7 and falsy.reads == 0
+    assert token_count_by_getter(RequestItem(0, falsy)) == 0
+    # Anything but an int (a method, a float, None) falls back to one getter read.
+    for odd in (lambda: 9, 9.0, None, "9"):
+        request = _Counted(odd, tokens=4)
+        assert cheap_token_count(RequestItem(0, request)) == 4
+        assert request.reads == 1
+    assert cheap_token_count(RequestItem(0, NoTokenAttribute())) == 0
+    copying = CopyingTokenRequest([1, 2, 3])
+    assert cheap_token_count(RequestItem(0, copying)) == 3 and copying.access_count == 0
 
 
 def test_copying_request_copies_and_counts_every_read() -> None:
@@ -217,8 +273,10 @@ def test_implementation_lookup() -> None:
     for name in IMPL_NAMES:
         impl = implementation(name)
         assert impl.name == name
-        assert callable(impl.broadcast) and callable(impl.route)
+        assert callable(impl.broadcast) and callable(impl.route) and callable(impl.bcast)
     assert implementation("after").route is balance_requests_across_ranks
+    assert implementation("before").bcast is bcast_before
+    assert implementation("after").bcast is implementation("fast").bcast is bcast_after
     with pytest.raises(UsageError, match="unknown implementation 'slow'; known: before"):
         implementation("slow")
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gilprof.attribution import attribute, window_function_counts
+from gilprof.analysis.attribution import attribute, window_function_counts
 from gilprof.model import Mode, ThreadState
 
 from .builders import make_profile, sample

@@ -12,19 +12,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gilprof.backends.austin import (
+from gilprof.errors import SamplerError, UsageError
+from gilprof.model import Frame, Mode, Sample, ThreadState
+from gilprof.sampling.backends.austin import (
     GIL_MODE_ERROR,
     AustinBackend,
-    AustinWindow,
     last_message,
     parse_frame,
     parse_line,
     parse_output,
     read_thread_names,
 )
-from gilprof.backends.base import SamplerSettings, WindowResult
-from gilprof.errors import SamplerError, UsageError
-from gilprof.model import Frame, Mode, Sample, ThreadState
+from gilprof.sampling.backends.base import SamplerSettings, WindowResult
 
 DATA = Path(__file__).resolve().parent / "data" / "austin"
 # The captured process: MainThread, `spinner` (always in hot) and `sleeper` (always in nap).
@@ -149,7 +148,7 @@ def test_ticks_count_threads_that_start_and_stop_inside_a_window():
 def test_ticks_from_counted_instants_or_estimated():
     backend = AustinBackend(binary="austin")
     settings = SamplerSettings(mode=Mode.WALL, rate_hz=100)
-    counted = AustinWindow(t0=0.0, t1=2.0, ticks_counted=187)
+    counted = WindowResult(t0=0.0, t1=2.0, ticks_counted=187)
     assert backend.ticks(counted, settings) == (187.0, "sampler")
     assert backend.ticks(WindowResult(t0=0.0, t1=2.0), settings) == (200.0, "estimated")
 

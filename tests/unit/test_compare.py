@@ -1,4 +1,4 @@
-"""gilprof.compare: known changes are found with their sign, same-workload noise is not."""
+"""gilprof.analysis.compare: known changes are found with their sign, same-workload noise is not."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gilprof.compare import (
+from gilprof.analysis.compare import (
     IMPROVED,
     REGRESSED,
     UNCHANGED,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gilprof.contention import NO_HOLDER, analyze, classify
+from gilprof.analysis.contention import NO_HOLDER, analyze
 from gilprof.model import Frame, Mode, Sample, SamplingInfo, Target, ThreadState
 from gilprof.profile import Profile
+from gilprof.sampling.backends.native import classify
 
 PY = "/srv/app/loop.py"
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"

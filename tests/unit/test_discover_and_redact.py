@@ -5,9 +5,9 @@ import os
 import psutil
 import pytest
 
-from gilprof.discover import RANK_VARIABLES, _first_int, resolve_target
 from gilprof.errors import TargetError
 from gilprof.redact import REDACTED, redact_cmdline
+from gilprof.sampling.discover import RANK_VARIABLES, _first_int, resolve_target
 
 
 def test_mpi_rank_variable_wins_over_inherited_slurm_procid():

@@ -8,18 +8,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gilprof.cli.exec_ as exec_cli
-from gilprof.discover import RANK_VARIABLES, parse_rank_selection
 from gilprof.errors import UsageError
-from gilprof.exec_ import (
+from gilprof.model import Mode
+from gilprof.sampling.backends.base import SamplerSettings
+from gilprof.sampling.discover import (
+    RANK_VARIABLES,
+    RankIdentity,
+    parse_rank_selection,
+    rank_from_environment,
+)
+from gilprof.sampling.exec_ import (
     CommandNotExecutable,
     CommandNotFound,
-    RankIdentity,
-    exit_status,
     is_selected,
-    rank_from_environment,
-    sampler_settings,
 )
-from gilprof.model import Mode
+from gilprof.sampling.processes import exit_status
 
 
 def test_no_rank_variable_means_rank_0_and_says_so():
@@ -83,10 +86,10 @@ def test_command_errors_carry_shell_codes():
 
 
 def test_sampler_settings_follow_attach_rules():
-    assert sampler_settings("gil", 100, False, False).blocking is False
-    native = sampler_settings("wall", 50, True, False)
+    assert SamplerSettings.for_mode("gil", 100, False, False).blocking is False
+    native = SamplerSettings.for_mode("wall", 50, True, False)
     assert native.native and native.blocking and native.rate_hz == 50.0
-    contention = sampler_settings("contention", 100, False, False)
+    contention = SamplerSettings.for_mode("contention", 100, False, False)
     assert contention.mode is Mode.CONTENTION and contention.native and contention.blocking
 
 

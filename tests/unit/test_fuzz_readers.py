@@ -3,7 +3,7 @@ py-spy output, which skip garbage) no exception and nothing parsed. Never anothe
 type, never a hang: every read runs under a SIGALRM time limit.
 
 Readers: profiles (Profile.load, load_profiles), py-spy raw (parse_raw) and chrometrace
-(parse_chrometrace), step logs (read_step_logs, summarize_logs), recipes (load_recipe),
+step logs (read_step_logs, summarize_logs), recipes (load_recipe),
 budgets (parse_gate_budgets, and the CLI's budget-file loader); then the CLI end to end.
 The number of cases each reader saw is printed by the last test of this module.
 """
@@ -27,14 +27,13 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gilprof.backends.pyspy import parse_raw
-from gilprof.backends.pyspy_trace import parse_chrometrace
-from gilprof.cli.gate import load_budget_file
+from gilprof.analysis.gate import GateBudgets
 from gilprof.cli.main import cli
 from gilprof.errors import InputError
 from gilprof.model import Frame, Mode, Sample, SamplingInfo, Target, ThreadState
 from gilprof.profile import SCHEMA, Profile, load_profiles, save_bundle
-from gilprof.recipes import GateBudgets, Recipe, load_recipe, parse_gate_budgets, parse_recipe
+from gilprof.recipes import Recipe, load_budget_file, load_recipe, parse_gate_budgets, parse_recipe
+from gilprof.sampling.backends.pyspy import parse_raw
 from gilprof.steps import StepsReport, read_step_logs, summarize_logs
 
 if sys.version_info >= (3, 11):
@@ -376,40 +375,6 @@ def test_raw_adversarial_long_lines_parse_in_linear_time(piece: str) -> None:
     started = time.monotonic()
     outcome("parse_raw", lambda: list(parse_raw(line * 2, ThreadState.HELD)))
     assert time.monotonic() - started < TIME_LIMIT_S
-
-
-TRACE_EVENTS = st.lists(st.one_of(
-    st.fixed_dictionaries(
-        {"ph": st.sampled_from(["B", "E", "X", "b", ""]) | SCALARS,
-         "tid": st.integers(-5, 5) | SCALARS, "ts": st.integers(0, 10**7) | st.floats() | SCALARS},
-        optional={"name": SCALARS, "args": st.dictionaries(
-            st.sampled_from(["filename", "line"]), SCALARS) | SCALARS}),
-    JSON_VALUES), max_size=40)
-
-
-@given(events=TRACE_EVENTS | JSON_VALUES)
-@FUZZ
-def test_chrometrace_garbage_never_raises(events: Any) -> None:
-    spans = outcome("parse_chrometrace", lambda: list(parse_chrometrace(events, {})))
-    for sample, start, end in spans:
-        assert sample.frames and start < end and end - start < float("inf")
-
-
-def test_truncated_chrometrace_events() -> None:
-    events = []
-    for ts in range(0, 50_000, 1000):
-        for tid in (1, 2):
-            events.append({"ph": "B", "tid": tid, "ts": ts, "name": f"f{ts % 3000}",
-                           "args": {"filename": "a.py", "line": ts % 7}})
-            events.append({"ph": "E", "tid": tid, "ts": ts + 1000, "name": f"f{ts % 3000}"})
-    text = json.dumps(events)
-    for length in range(0, len(events) + 1, 3):
-        spans = outcome("parse_chrometrace", lambda n=length: list(parse_chrometrace(events[:n], {})))
-        assert all(start < end for _, start, end in spans)
-    for length in range(0, len(text), 97):
-        with contextlib.suppress(ValueError):  # the backend reports an unreadable trace
-            decoded = json.loads(text[:length])
-            outcome("parse_chrometrace", lambda d=decoded: list(parse_chrometrace(d, {})))
 
 
 # -- step logs --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""gilprof.gate.evaluate: budgets -> pass/fail with the measured value and the limit."""
+"""gilprof.analysis.gate.evaluate: budgets -> pass/fail with the measured value and the limit."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import random
 
 import pytest
 
+from gilprof.analysis.gate import GateBudgets as Budgets
+from gilprof.analysis.gate import evaluate
 from gilprof.errors import UsageError
-from gilprof.gate import evaluate
 from gilprof.model import Mode
 from gilprof.profile import Profile
-from gilprof.recipes import GateBudgets as Budgets
 from gilprof.steps import RankSteps, parse_lines, summarize
 
 from .builders import make_profile, sample

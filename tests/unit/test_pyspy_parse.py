@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from gilprof.backends.base import SamplerSettings
-from gilprof.backends.pyspy import PySpyBackend, parse_raw, parse_raw_line
 from gilprof.model import Mode, ThreadState
+from gilprof.sampling.backends.base import SamplerSettings
+from gilprof.sampling.backends.pyspy import PySpyBackend, parse_raw, parse_raw_line
 
 
 def test_raw_line_with_thread_name_and_full_paths():

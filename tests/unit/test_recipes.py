@@ -12,12 +12,12 @@ from click.testing import CliRunner
 
 from gilprof.cli.main import cli
 from gilprof.errors import InputError
+from gilprof.model import function_name_matches
 from gilprof.recipes import (
     Recipe,
     TargetSpec,
     WatchedFunction,
     builtin_names,
-    function_name_matches,
     list_recipes,
     load_recipe,
     parse_recipe,

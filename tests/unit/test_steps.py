@@ -265,7 +265,7 @@ def test_unreadable_file_raises_input_error(tmp_path: Path, monkeypatch: pytest.
     path = tmp_path / "secret.log"
     path.write_text(CLASSIC + "\n")
     stream = read_step_log(path)
-    monkeypatch.setattr(steps_module.os, "open", refuse)
+    monkeypatch.setattr(steps_module.parse.os, "open", refuse)
     with pytest.raises(InputError, match="permission denied"):
         list(stream)
 
@@ -286,7 +286,7 @@ def test_binary_file_yields_only_skipped_lines(tmp_path: Path) -> None:
 
 
 def test_overlong_line_is_skipped_whole(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(steps_module, "MAX_LINE_BYTES", 64)
+    monkeypatch.setattr(steps_module.parse, "MAX_LINE_BYTES", 64)
     path = tmp_path / "long.log"
     path.write_bytes(
         b"x" * 1000 + b" iter = 1, host_step_time = 5ms\n" + b"iter = 2, host_step_time = 6ms\n"

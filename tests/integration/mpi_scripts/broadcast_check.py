@@ -152,7 +152,9 @@ def check_root_failure() -> None:
                 broadcast(comm, bad if rank == 0 else None, root=0)
                 problems.append(f"{variant}/{what}: no error")
             except BroadcastError as exc:
-                if "serialize" not in str(exc):
+                # Upstream's wording: the root's own error, or the receivers' one.
+                wanted = "Serialization failed" if rank == 0 else "Root rank failed during"
+                if not isinstance(exc, RuntimeError) or wanted not in str(exc):
                     problems.append(f"{variant}/{what}: unclear message {exc}")
             elapsed = time.monotonic() - started
             if elapsed > 10:
@@ -184,9 +186,38 @@ def check_receiver_failure() -> None:
             elif variant == "before" and got != "rebuilt":
                 problems.append(f"{variant}: root got {got!r}")
         except BroadcastError as exc:
-            if rank == 0 or "unpickle" not in str(exc):
+            if rank == 0 or "Deserialization failed" not in str(exc):
                 problems.append(f"{variant}: {exc}")
     report("receiver_failure", problems)
+
+
+def _explode_everywhere() -> str:
+    raise KeyError("class not importable anywhere")
+
+
+class UnpicklesNowhere:
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (_explode_everywhere, ())
+
+
+def check_root_unpickle_failure() -> None:
+    """before's root unpickles its own bytes, so it fails like upstream; after's root cannot."""
+    problems: list[str] = []
+    for variant, broadcast in VARIANTS.items():
+        sent = UnpicklesNowhere() if rank == 0 else None
+        try:
+            got = broadcast(comm, sent, root=0)
+            if rank != 0 or variant == "before":
+                problems.append(f"{variant}: no error")
+            elif got is not sent:
+                problems.append(f"{variant}: root got a different object")
+        except RuntimeError as exc:
+            if rank == 0 and variant == "after":
+                problems.append(f"{variant}: root raised {exc}")
+            elif not str(exc).startswith("Deserialization failed"):
+                problems.append(f"{variant}: unclear message {exc}")
+        comm.Barrier()
+    report("root_unpickle_failure", problems)
 
 
 def check_guards() -> None:
@@ -198,9 +229,13 @@ def check_guards() -> None:
                 problems.append(f"{variant} {kwargs}: no ValueError")
             except ValueError:
                 pass
-        token = object()
-        if broadcast(None, token) is not token or broadcast(MPI.COMM_SELF, token) is not token:
-            problems.append(f"{variant}: single-rank guard copied the object")
+        token = {"tokens": [1, 2, 3]}
+        if broadcast(None, token) is not token:
+            problems.append(f"{variant}: comm=None copied the object")
+        # As upstream, before round-trips even on one rank; after has no one to send to.
+        alone = broadcast(MPI.COMM_SELF, token)
+        if alone != token or (alone is token) != (variant == "after"):
+            problems.append(f"{variant}: wrong identity on a one-rank communicator")
     for name in ("before", "after", "fast"):
         got = implementation(name).broadcast(comm, {"impl": name} if rank == 0 else None, root=0)
         if got != {"impl": name}:
@@ -216,6 +251,7 @@ def main() -> int:
         check_chunk_boundaries,
         check_root_failure,
         check_receiver_failure,
+        check_root_unpickle_failure,
     ):
         check()
     check_random_payloads(cases)

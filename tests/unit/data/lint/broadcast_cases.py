@@ -53,7 +53,7 @@ def broadcast_before(comm, obj, root=0, chunk_size=CHUNK):
 
 
 def broadcast_size_from_header(comm, obj, root=0):
-    """The upstream code re-reads the size from the header: a reassignment, so no GP003."""
+    """Upstream re-reads the size from the header; on the root that is its own len(): GP003."""
     rank = comm.Get_rank()
     header = np.zeros(2, dtype=np.int64)
     serialized = pickle.dumps(obj) if rank == root else None
@@ -66,7 +66,7 @@ def broadcast_size_from_header(comm, obj, root=0):
         raise RuntimeError("root failed to serialize")
     if rank == root:
         comm.Bcast([serialized, MPI.BYTE], root=root)
-        if len(serialized) != total_size:
+        if len(serialized) != total_size:  # expect: GP003
             raise RuntimeError("size mismatch")
         try:
             return pickle.loads(serialized)  # expect: GP001

@@ -88,8 +88,14 @@ class PrefixRouter:
 
 
 def in_place_sort_then_loop(requests):
+    requests.sort(key=lambda r: len(r.output_token_ids))
+    return [r.output_token_ids[:8] for r in requests]  # expect: GP002
+
+
+def not_a_getter(requests):
+    """Near miss: `prompt_token_ids` is on no getter list (a plain attribute in vLLM, SGLang)."""
     requests.sort(key=lambda r: len(r.prompt_token_ids))
-    return [r.prompt_token_ids[:8] for r in requests]  # expect: GP002
+    return [r.prompt_token_ids[:8] for r in requests]
 
 
 def nlargest_named_key(requests, count):

@@ -1,0 +1,149 @@
+"""GIL contention from per-thread states: who waits for the GIL, and who holds it meanwhile.
+
+The states come from the sampler (see gilprof.sampling.backends.native for how a native
+stack is read). Every thread is sampled at the same ticks, so the states of all threads line
+up in time and the blame matrix (while A waits, B holds in function f) is the overlap of
+their spans.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gilprof.model import Frame, ThreadState
+
+
+def python_function(frames: Sequence[Frame]) -> Frame | None:
+    """The innermost Python frame: where a waiting thread waits, where a holder runs."""
+    for frame in reversed(frames):
+        if frame.is_python and frame.file:
+            return frame
+    return None
+
+
+@dataclass(frozen=True)
+class ThreadContention:
+    tid: int
+    name: str
+    held_share: float
+    wait_share: float
+    native_share: float
+    idle_share: float
+    unclassified_share: float
+
+
+@dataclass(frozen=True)
+class WaitSite:
+    thread: str
+    function: str
+    file: str
+    share: float
+
+
+@dataclass(frozen=True)
+class Blame:
+    waiter: str
+    holder: str
+    holder_function: str
+    holder_file: str
+    share: float
+
+
+@dataclass(frozen=True)
+class Contention:
+    seconds: float
+    utilization: float
+    threads: tuple[ThreadContention, ...]
+    wait_sites: tuple[WaitSite, ...]
+    blame: tuple[Blame, ...]
+
+
+NO_HOLDER = "(nobody: GIL in hand-off)"
+
+
+def analyze(profile: object) -> Contention:
+    """Contention figures from a contention-mode profile's spans (time-weighted)."""
+    from gilprof.analysis.attribution import thread_label
+    from gilprof.profile import Profile
+
+    assert isinstance(profile, Profile)
+    per_state: dict[int, dict[ThreadState, float]] = {}
+    wait_sites: dict[tuple[str, str, str], float] = {}
+    blame: dict[tuple[str, str, str, str], float] = {}
+    held_any = 0.0
+    total = 0.0
+    func_cache: dict[int, Frame | None] = {}
+
+    def func_of(stack: int) -> Frame | None:
+        if stack not in func_cache:
+            func_cache[stack] = python_function(profile.stack_frames(stack))
+        return func_cache[stack]
+
+    for window in profile.windows:
+        total += window.seconds
+        # Boundaries of every span: between two boundaries each thread's state is constant.
+        points = sorted({t for span in window.spans for t in (span[2], span[3])})
+        if len(points) < 2:
+            continue
+        by_thread: dict[int, list[tuple[float, float, int]]] = {}
+        for tid, stack, t0, t1 in window.spans:
+            by_thread.setdefault(tid, []).append((t0, t1, stack))
+        cursors = {tid: 0 for tid in by_thread}
+        for tid in by_thread:
+            by_thread[tid].sort()
+        for a, b in itertools.pairwise(points):
+            dt = b - a
+            if dt <= 0:
+                continue
+            holders: list[tuple[int, int]] = []
+            waiters: list[tuple[int, int]] = []
+            for tid, spans in by_thread.items():
+                i = cursors[tid]
+                while i < len(spans) and spans[i][1] <= a:
+                    i += 1
+                cursors[tid] = i
+                if i == len(spans) or spans[i][0] > a:
+                    continue
+                stack = spans[i][2]
+                state = profile.stacks[stack].state
+                states = per_state.setdefault(tid, {})
+                states[state] = states.get(state, 0.0) + dt
+                if state is ThreadState.HELD:
+                    holders.append((tid, stack))
+                elif state is ThreadState.WAITING:
+                    waiters.append((tid, stack))
+            if holders:
+                held_any += dt
+            for tid, stack in waiters:
+                name = thread_label(profile, tid)
+                where = func_of(stack)
+                site = (name, where.name if where else "?", os.path.basename(where.file) if where else "")
+                wait_sites[site] = wait_sites.get(site, 0.0) + dt
+                if not holders:
+                    key = (name, NO_HOLDER, "", "")
+                    blame[key] = blame.get(key, 0.0) + dt
+                for htid, hstack in holders:
+                    hf = func_of(hstack)
+                    key = (name, thread_label(profile, htid), hf.name if hf else "?",
+                           os.path.basename(hf.file) if hf else "")
+                    blame[key] = blame.get(key, 0.0) + dt / len(holders)
+
+    def share(seconds: float) -> float:
+        return min(1.0, seconds / total) if total > 0 else 0.0
+
+    threads = []
+    for tid, states in per_state.items():
+        threads.append(ThreadContention(
+            tid, thread_label(profile, tid),
+            share(states.get(ThreadState.HELD, 0.0)), share(states.get(ThreadState.WAITING, 0.0)),
+            share(states.get(ThreadState.NATIVE, 0.0)), share(states.get(ThreadState.IDLE, 0.0)),
+            share(states.get(ThreadState.UNCLASSIFIED, 0.0))))
+    threads.sort(key=lambda t: (-(t.held_share + t.wait_share), t.tid))
+    sites = sorted((WaitSite(t, f, file, share(v)) for (t, f, file), v in wait_sites.items()),
+                   key=lambda w: -w.share)
+    blamed = sorted((Blame(w, h, f, file, share(v)) for (w, h, f, file), v in blame.items()),
+                    key=lambda b: -b.share)
+    return Contention(total, share(held_any), tuple(threads), tuple(sites), tuple(blamed))

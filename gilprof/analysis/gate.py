@@ -1,0 +1,156 @@
+"""Budgets -> pass/fail results. Pure: the CLI loads files and renders.
+
+Budgets (each optional): a function's absolute total share (`max_share`), GIL utilization,
+host step p50 from an iteration log, and a relative regression against a baseline profile
+that is only counted when it is statistically significant (gilprof.analysis.compare).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from gilprof.analysis.attribution import attribute
+from gilprof.analysis.compare import compare_profiles
+from gilprof.errors import UsageError
+from gilprof.profile import Profile
+from gilprof.steps import RankSteps
+
+
+@dataclass(frozen=True)
+class GateBudgets:
+    """Budgets for `gilprof gate`; an unset budget is not checked."""
+
+    max_share: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    max_utilization: float | None = None
+    max_host_step_p50_ms: float | None = None
+    max_regression: float | None = None
+
+    def is_empty(self) -> bool:
+        return not self.max_share and all(
+            value is None
+            for value in (self.max_utilization, self.max_host_step_p50_ms, self.max_regression)
+        )
+
+
+def parse_share(values: tuple[str, ...]) -> dict[str, float]:
+    """`FUNC=PERCENT` strings (the --max-share option) -> {function: percent}."""
+    out = {}
+    for value in values:
+        name, sep, pct = value.partition("=")
+        try:
+            limit = float(pct.rstrip("%"))
+        except ValueError:
+            limit = -1.0
+        if not sep or not name or not 0 <= limit <= 100:
+            raise UsageError(f"--max-share expects FUNC=PERCENT (0-100), got {value!r}")
+        out[name] = limit
+    return out
+
+
+def merge_budgets(layers: list[GateBudgets]) -> GateBudgets:
+    """Later layers override earlier ones budget by budget (recipe < budget file < flags)."""
+    shares: dict[str, float] = {}
+    utilization = host_p50 = regression = None
+    for layer in layers:
+        shares.update(layer.max_share)
+        utilization = _pick(layer.max_utilization, utilization)
+        host_p50 = _pick(layer.max_host_step_p50_ms, host_p50)
+        regression = _pick(layer.max_regression, regression)
+    return GateBudgets(max_share=dict(shares), max_utilization=utilization,
+                       max_host_step_p50_ms=host_p50, max_regression=regression)
+
+
+def _pick(new: float | None, old: float | None) -> float | None:
+    return old if new is None else new
+
+
+@dataclass(frozen=True)
+class BudgetResult:
+    name: str  # stable identifier, e.g. "max-share:safe_broadcast"
+    description: str
+    measured: float | None
+    limit: float
+    unit: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class GateResult:
+    profile_label: str
+    results: tuple[BudgetResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    @property
+    def failed(self) -> tuple[BudgetResult, ...]:
+        return tuple(r for r in self.results if not r.passed)
+
+
+def evaluate(profile: Profile, budgets: GateBudgets, *, baseline: Profile | None = None,
+             steps: RankSteps | None = None, min_share: float = 2.0) -> GateResult:
+    """Check every set budget; `min_share` (percent) keeps tiny, noisy functions out of the
+    regression budget."""
+    if budgets.is_empty():
+        raise UsageError("no budgets given: use --max-share, --max-utilization, --max-regression, "
+                         "--max-host-step-p50 or --budget FILE")
+    results: list[BudgetResult] = []
+    attribution = attribute(profile, watch=tuple(budgets.max_share))
+    by_watch = {w.function: w for w in attribution.watch}
+    for function, limit in budgets.max_share.items():
+        w = by_watch[function]
+        measured = 100 * w.total_share
+        detail = "" if w.found else "never seen in the profile"
+        results.append(BudgetResult(f"max-share:{function}", f"total GIL share of {function}",
+                                    measured, limit, "%", measured <= limit, detail))
+    if budgets.max_utilization is not None:
+        if not profile.sampling.mode.knows_gil:
+            raise UsageError(f"--max-utilization needs a gil-mode profile; this one is "
+                             f"{profile.sampling.mode} mode")
+        measured = 100 * (attribution.utilization or 0.0)
+        results.append(BudgetResult("max-utilization", "GIL utilization", measured,
+                                    budgets.max_utilization, "%",
+                                    measured <= budgets.max_utilization))
+    if budgets.max_host_step_p50_ms is not None:
+        if steps is None:
+            raise UsageError("--max-host-step-p50 needs an iteration log (--steps LOG)")
+        measured = steps.host_step_ms.p50
+        results.append(BudgetResult("max-host-step-p50", f"host step p50, rank {steps.rank}",
+                                    measured, budgets.max_host_step_p50_ms, "ms",
+                                    measured <= budgets.max_host_step_p50_ms,
+                                    f"{steps.iterations} iterations"))
+    if budgets.max_regression is not None:
+        if baseline is None:
+            raise UsageError("--max-regression needs a baseline profile (--baseline PROFILE)")
+        results.append(_regression(baseline, profile, budgets, min_share))
+    return GateResult(profile.label, tuple(results))
+
+
+def _regression(baseline: Profile, profile: Profile, budgets: GateBudgets,
+                min_share: float) -> BudgetResult:
+    limit = budgets.max_regression or 0.0
+    comparison = compare_profiles(baseline, profile, watch=tuple(budgets.max_share), top=None)
+    rows = ([comparison.utilization] if comparison.utilization else []) + \
+        list(comparison.watch) + list(comparison.functions)
+    offenders = []
+    worst = 0.0
+    floor = min_share / 100
+    for row in rows:
+        d = row.total
+        if max(d.before, d.after) < floor or not d.significant or d.delta <= 0:
+            continue
+        relative = math.inf if not d.before else 100 * d.delta / d.before
+        worst = max(worst, relative)
+        if relative > limit:
+            offenders.append(f"{row.name} {100 * d.before:.1f}% -> {100 * d.after:.1f}% "
+                             f"(+{relative:.0f}%)" if math.isfinite(relative) else
+                             f"{row.name} new at {100 * d.after:.1f}%")
+    detail = "; ".join(offenders[:5]) + (f"; and {len(offenders) - 5} more" if len(offenders) > 5 else "")
+    return BudgetResult("max-regression", "significant relative increase of a share vs baseline",
+                        worst if math.isfinite(worst) else None, limit, "%", not offenders,
+                        detail or f"no significant increase beyond {limit:g}%")

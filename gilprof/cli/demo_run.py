@@ -1,0 +1,127 @@
+"""`gilprof demo`'s orchestration. The main job: run the example GEN server before and after the fix, sample rank 0, compare.
+
+Each side launches `examples/disagg_gen/server.py` under the mpich wheel's `mpiexec`, waits for
+rank 0, lets it warm up, samples it with py-spy for a fixed window, and keeps its iteration
+log. The two profiles and logs are compared with gilprof.analysis.compare.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from gilprof.analysis.compare import Comparison, compare_profiles
+from gilprof.errors import TargetError, UsageError
+from gilprof.model import Mode
+from gilprof.profile import Profile, write_text_atomic
+from gilprof.renderers import render
+from gilprof.sampling.backends import SamplerSettings, get_backend
+from gilprof.sampling.capture import make_target
+from gilprof.sampling.launch import LaunchedJob
+from gilprof.sampling.processes import find_binary
+from gilprof.sampling.session import SessionOptions, run_session
+from gilprof.steps import summarize_logs
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    output_dir: Path
+    window_s: float = 20.0  # seconds sampled per side
+    warmup_s: float = 4.0  # seconds the server runs before sampling starts
+    ranks: int = 4
+    rate_hz: float = 100.0
+    server_args: tuple[str, ...] = ()
+    impls: tuple[str, str] = ("before", "after")
+
+
+@dataclass(frozen=True)
+class DemoSide:
+    impl: str
+    profile_path: Path
+    log_path: Path
+    profile: Profile
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    sides: tuple[DemoSide, DemoSide]
+    comparison: Comparison
+    report_path: Path
+
+
+def example_server() -> Path:
+    """The bundled server: packaged alongside gilprof, or the repository's examples/ folder."""
+    candidates = [Path(str(resources.files("gilprof") / "examples_data" / "disagg_gen" / "server.py")),
+                  Path(__file__).resolve().parents[2] / "examples" / "disagg_gen" / "server.py"]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise UsageError("the example server (examples/disagg_gen/server.py) is not installed")
+
+
+def _require_mpi4py() -> None:
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        raise UsageError("the demo needs mpi4py and the mpich wheel: pip install 'gilprof[mpi]'") from None
+
+
+def run_side(impl: str, settings: DemoSettings, stop: threading.Event,
+             say: Callable[[str], None]) -> DemoSide:
+    out = settings.output_dir
+    log_path = out / f"{impl}.log"
+    profile_path = out / f"{impl}.json"
+    server_duration = settings.warmup_s + settings.window_s + 3.0
+    argv = [find_binary("mpiexec"), "-n", str(settings.ranks), sys.executable, str(example_server()),
+            "--impl", impl, "--duration", f"{server_duration:g}", *settings.server_args]
+    say(f"[{impl}] launching {settings.ranks} ranks: mpiexec -n {settings.ranks} ... server.py --impl {impl}")
+    with open(log_path, "wb") as log:
+        job = LaunchedJob(argv, stdout=log.fileno(), stderr=log.fileno())
+        try:
+            info = job.wait_for_rank(0, None, timeout=90, stop=stop)
+            started = time.monotonic()
+            while time.monotonic() - started < settings.warmup_s and not stop.is_set():
+                if job.proc.poll() is not None:
+                    raise TargetError(f"[{impl}] the example server exited early "
+                                      f"(code {job.proc.returncode}); see {log_path}")
+                stop.wait(0.1)
+            say(f"[{impl}] sampling rank 0 (pid {info.pid}) for {settings.window_s:g} s")
+            # 1 s windows: more batches for the intervals, at ~8% of time lost to restarts.
+            options = SessionOptions(SamplerSettings(Mode.GIL, settings.rate_hz),
+                                     duration=settings.window_s, window_s=1.0)
+            profile = run_session(make_target(info, keep_cmdline=False), get_backend("py-spy"),
+                                  options, stop)
+            profile.save(profile_path)
+            if not stop.is_set():
+                job.wait(timeout=server_duration + 60)
+        finally:
+            code = job.shutdown(grace=10)
+    if stop.is_set():
+        raise KeyboardInterrupt
+    if code != 0:
+        raise TargetError(f"[{impl}] the example server failed with exit code {code}; see {log_path}")
+    return DemoSide(impl, profile_path, log_path, profile)
+
+
+def run_demo(settings: DemoSettings, stop: threading.Event,
+             say: Callable[[str], None] = lambda _: None) -> DemoResult:
+    _require_mpi4py()
+    settings.output_dir.mkdir(parents=True, exist_ok=True)
+    if not os.access(settings.output_dir, os.W_OK):
+        raise UsageError(f"output folder {settings.output_dir} is not writable")
+    before = run_side(settings.impls[0], settings, stop, say)
+    after = run_side(settings.impls[1], settings, stop, say)
+    warmup_iterations = 3
+    steps_b = summarize_logs([before.log_path], rank=0, skip_warmup=warmup_iterations).rank(0)
+    steps_a = summarize_logs([after.log_path], rank=0, skip_warmup=warmup_iterations).rank(0)
+    comparison = compare_profiles(before.profile, after.profile, steps_before=steps_b,
+                                  steps_after=steps_a, by_thread=False)
+    report_path = settings.output_dir / "report.md"
+    write_text_atomic(report_path, render("compare", "markdown", comparison))
+    return DemoResult((before, after), comparison, report_path)

@@ -1,0 +1,153 @@
+"""A recipe as frozen, validated settings: target, sampling defaults, watched functions, budgets."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gilprof.analysis.gate import GateBudgets
+from gilprof.model import Mode, function_name_matches
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        pass
+    else:
+        pass
+
+if sys.version_info >= (3, 11):
+    pass
+else:  # pragma: no cover - exercised on 3.10 only
+    pass
+
+SAMPLING_MODES = tuple(m.value for m in Mode)
+STEP_PARSERS = ("trtllm", "jsonl")
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DOTTED_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+# py-spy reports qualnames on 3.11+, including nested ones like `f.<locals>.g`.
+_FUNCTION_RE = re.compile(r"^[A-Za-z_<][A-Za-z0-9_<>.]*$")
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """How to pick the process (and know its threads) among the job's Python processes."""
+
+    rank: int = 0
+    role: str | None = None
+    match: str | None = None
+    launcher: tuple[str, ...] = ()
+    role_env: str | None = None
+    parent_match: str | None = None
+    threads: tuple[str, ...] = ()
+
+    def matches_thread(self, thread_name: str) -> bool:
+        """Whether `thread_name` is one of the recipe's expected threads (glob patterns)."""
+        return any(fnmatch.fnmatchcase(thread_name, pattern) for pattern in self.threads)
+
+
+@dataclass(frozen=True)
+class SamplingDefaults:
+    """Sampler settings the recipe suggests; None leaves the command's own default."""
+
+    mode: str | None = None
+    rate: float | None = None
+    duration: float | None = None
+    native: bool | None = None
+
+
+@dataclass(frozen=True)
+class WatchedFunction:
+    """A function known to hold the GIL on the target's hot path."""
+
+    function: str
+    why: str
+    file: str | None = None
+    fix: str | None = None
+
+    def matches(self, function_name: str, filename: str | None = None) -> bool:
+        """Whether a sampled frame (`function_name`, optional `filename`) is this function."""
+        if not function_name_matches(self.function, function_name):
+            return False
+        if self.file is None or filename is None:
+            return True
+        return filename.replace("\\", "/").rsplit("/", 1)[-1] == self.file
+
+
+@dataclass(frozen=True)
+class StepsSpec:
+    """Where the iteration log is and which parser reads it."""
+
+    parser: str
+    log: str | None = None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One validated recipe. `source` says where it came from; `text` is the TOML as read."""
+
+    name: str
+    description: str
+    target: TargetSpec = field(default_factory=TargetSpec)
+    sampling: SamplingDefaults = field(default_factory=SamplingDefaults)
+    watch: tuple[WatchedFunction, ...] = ()
+    steps: StepsSpec | None = None
+    gate: GateBudgets = field(default_factory=GateBudgets)
+    lint_getters: tuple[str, ...] = ()
+    source: str = ""
+    text: str = field(default="", repr=False, compare=False)
+
+    def watch_names(self) -> tuple[str, ...]:
+        """The watched function names, in recipe order."""
+        return tuple(entry.function for entry in self.watch)
+
+    def watched(self, function_name: str, filename: str | None = None) -> WatchedFunction | None:
+        """The first watch entry that names the sampled frame, if any."""
+        for entry in self.watch:
+            if entry.matches(function_name, filename):
+                return entry
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form (without the TOML text)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "source": self.source,
+            "target": {
+                "rank": self.target.rank,
+                "role": self.target.role,
+                "match": self.target.match,
+                "launcher": list(self.target.launcher),
+                "role_env": self.target.role_env,
+                "parent_match": self.target.parent_match,
+                "threads": list(self.target.threads),
+            },
+            "sampling": {
+                "mode": self.sampling.mode,
+                "rate": self.sampling.rate,
+                "duration": self.sampling.duration,
+                "native": self.sampling.native,
+            },
+            "watch": [
+                {"function": w.function, "file": w.file, "why": w.why, "fix": w.fix}
+                for w in self.watch
+            ],
+            "steps": None
+            if self.steps is None
+            else {"parser": self.steps.parser, "log": self.steps.log},
+            "gate": {
+                "max_share": dict(self.gate.max_share),
+                "max_utilization": self.gate.max_utilization,
+                "max_host_step_p50_ms": self.gate.max_host_step_p50_ms,
+                "max_regression": self.gate.max_regression,
+            },
+            "lint_getters": list(self.lint_getters),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation

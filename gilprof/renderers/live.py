@@ -1,0 +1,79 @@
+"""What a running capture shows on stderr: a live status line, messages, a summary per profile."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from gilprof.analysis.attribution import attribute
+from gilprof.profile import Profile
+
+
+def say(text: str) -> None:
+    """One `gilprof: ...` line on stderr (looked up per call: tests swap sys.stderr)."""
+    print(f"gilprof: {text}", file=sys.stderr, flush=True)
+
+
+def summary_lines(profile: Profile, path: str) -> list[str]:
+    """Where the profile went, how much it holds, and the top GIL holders."""
+    s = profile.sampling
+    note = f", PARTIAL: {s.partial_reason}" if s.partial else ""
+    lines = [f"wrote {path} ({s.samples} samples over {s.duration_s:.1f} s, "
+             f"{len(profile.windows)} windows{note})"]
+    top = attribute(profile)
+    by_self = sorted(top.functions, key=lambda f: -f.self_samples)[:3]
+    if by_self and s.mode.knows_gil:
+        holders = ", ".join(f"{f.key.name} {100 * f.self_share:.1f}%" for f in by_self)
+        lines.append(f"GIL utilization {100 * (top.utilization or 0):.1f}%; top self: {holders}")
+    return lines
+
+
+class LiveStatus:
+    """A CaptureObserver for a terminal: one status line while sampling (elapsed, samples,
+    top GIL holders so far), then the summary of each profile written."""
+
+    def __init__(self, enabled: bool, quiet: bool = False) -> None:
+        self.enabled = enabled and not quiet
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self.label = ""
+        self._live: Any = None
+
+    def sampling(self, label: str) -> None:
+        self.label = label
+        self.started = time.monotonic()
+        if self.enabled:
+            from rich.console import Console
+            from rich.live import Live
+            from rich.text import Text
+
+            self._live = Live(Text(f"sampling {label}: attaching..."),
+                              console=Console(stderr=True), refresh_per_second=4, transient=True)
+            self._live.__enter__()
+
+    def window(self, profile: Profile, _window: object) -> None:
+        if self._live is None:
+            return
+        from rich.text import Text
+
+        profile.finish()  # fold the windows so far into ticks and duration
+        attribution = attribute(profile, watch=())
+        by_self = sorted(attribution.functions, key=lambda f: -f.self_samples)[:3]
+        holders = ", ".join(f"{f.key.name} {100 * f.self_share:.0f}%" for f in by_self) or "-"
+        self._live.update(Text(
+            f"sampling {self.label}  {time.monotonic() - self.started:5.1f} s  "
+            f"{attribution.samples} samples  top: {holders}  (Ctrl-C stops and saves)"))
+
+    def done(self) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+    def message(self, text: str) -> None:
+        say(text)
+
+    def wrote(self, path: str, profile: Profile) -> None:
+        if not self.quiet:
+            for line in summary_lines(profile, path):
+                say(line)

@@ -1,0 +1,111 @@
+"""Renderers of kinds "recipes" (the list) and "recipe" (one, shown and checked)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+from gilprof.recipes import Recipe
+from gilprof.renderers import register
+
+
+@register("recipes", "table", extension=".txt", description="for a terminal")
+def _recipes_table(recipes: list[Recipe]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("recipe", no_wrap=True)
+    table.add_column("description")
+    for recipe in recipes:
+        table.add_row(recipe.name, recipe.description)
+    width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None, highlight=False)
+    console.print(table)
+    console.print("\nShow one with: gilprof recipes --show NAME")
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()).rstrip("\n")
+
+
+@register("recipes", "plain", extension=".tsv", description="tab-separated")
+def _recipes_plain(recipes: list[Recipe]) -> str:
+    return "\n".join(f"{recipe.name}\t{recipe.description}" for recipe in recipes)
+
+
+@register("recipes", "json", extension=".json", description="machine-readable")
+def _recipes_json(recipes: list[Recipe]) -> str:
+    return json.dumps(
+        [{"name": r.name, "description": r.description, "source": r.source} for r in recipes],
+        indent=2,
+    )
+
+
+def _summary(recipe: Recipe) -> list[str]:
+    target = recipe.target
+    lines = [f"recipe {recipe.name} ({recipe.source}): valid", f"  {recipe.description}"]
+    where = [f"rank {target.rank}"]
+    if target.role:
+        where.append(f"role {target.role}")
+    if target.match:
+        where.append(f"cmdline ~ {target.match}")
+    if target.launcher:
+        where.append("launcher " + "|".join(target.launcher))
+    if target.parent_match:
+        where.append(f"ancestor ~ {target.parent_match}")
+    if target.role_env:
+        where.append(f"role env {target.role_env}")
+    lines.append("target:   " + ", ".join(where))
+    if target.threads:
+        lines.append("threads:  " + ", ".join(target.threads))
+    sampling = recipe.sampling
+    parts = [
+        f"{label} {value}"
+        for label, value in (
+            ("mode", sampling.mode),
+            ("rate", f"{sampling.rate:g} Hz" if sampling.rate is not None else None),
+            ("duration", f"{sampling.duration:g} s" if sampling.duration is not None else None),
+            ("native", None if sampling.native is None else str(sampling.native).lower()),
+        )
+        if value is not None
+    ]
+    lines.append("sampling: " + (", ".join(parts) or "command defaults"))
+    lines.append(f"watch:    {len(recipe.watch)} function(s)")
+    for entry in recipe.watch:
+        where_file = f" [{entry.file}]" if entry.file else ""
+        lines.append(f"  - {entry.function}{where_file}")
+        lines.append(f"      {' '.join(entry.why.split())}")
+        if entry.fix:
+            lines.append(f"      fix: {entry.fix}")
+    if recipe.steps is not None:
+        log = f", log {recipe.steps.log}" if recipe.steps.log else ""
+        lines.append(f"steps:    parser {recipe.steps.parser}{log}")
+    gate = recipe.gate
+    if not gate.is_empty():
+        budgets = [f"max_share {name} <= {pct:g}%" for name, pct in gate.max_share.items()]
+        if gate.max_utilization is not None:
+            budgets.append(f"max_utilization <= {gate.max_utilization:g}%")
+        if gate.max_host_step_p50_ms is not None:
+            budgets.append(f"host_step p50 <= {gate.max_host_step_p50_ms:g} ms")
+        if gate.max_regression is not None:
+            budgets.append(f"regression <= {gate.max_regression:g}%")
+        lines.append("gate:     " + "; ".join(budgets))
+    if recipe.lint_getters:
+        lines.append("lint:     copying getters " + ", ".join(recipe.lint_getters))
+    return lines
+
+
+@register("recipe", "table", extension=".txt", description="the TOML and a checked summary")
+def _recipe_text(recipe: Recipe) -> str:
+    rule = "-" * 72
+    return "\n".join([recipe.text.rstrip("\n"), rule, *_summary(recipe)])
+
+
+@register("recipe", "plain", extension=".txt", description="same as table")
+def _recipe_plain(recipe: Recipe) -> str:
+    return _recipe_text(recipe)
+
+
+@register("recipe", "json", extension=".json", description="machine-readable")
+def _recipe_json(recipe: Recipe) -> str:
+    return json.dumps({**recipe.to_dict(), "text": recipe.text}, indent=2)

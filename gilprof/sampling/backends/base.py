@@ -1,0 +1,124 @@
+"""The protocol every sampler backend implements.
+
+A backend samples one process for one window and returns parsed samples. Windows are the unit
+of time in a profile: each carries its own start, end and tick count, which is what the
+statistics of `compare` need (samples close in time are correlated; windows are not, much).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from gilprof.model import Mode, Sample
+from gilprof.sampling.processes import child_process
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    mode: Mode = Mode.GIL
+    rate_hz: float = 100.0
+    native: bool = False
+    blocking: bool = False
+
+    @classmethod
+    def for_mode(cls, mode: str | Mode, rate_hz: float, native: bool = False,
+                 blocking: bool = False) -> SamplerSettings:
+        """Settings a sampler can honour: contention reads native stacks, and py-spy cannot
+        walk native stacks without pausing the target."""
+        mode = Mode(mode)
+        if mode is Mode.CONTENTION:
+            native = True
+        return cls(mode=mode, rate_hz=float(rate_hz), native=native, blocking=blocking or native)
+
+
+@dataclass
+class WindowResult:
+    t0: float  # monotonic clock, when sampling started
+    t1: float  # monotonic clock, when sampling stopped
+    samples: list[Sample] = field(default_factory=list)
+    # contention mode: (sample, start, end) seconds since sampling started, all threads aligned
+    spans: list[tuple[Sample, float, float]] = field(default_factory=list)
+    sampler_samples: int | None = None  # what the sampler said it recorded
+    ticks_counted: int = 0  # sampling instants the sampler's output lets us count, if any
+    errors: int = 0
+    target_exited: bool = False
+    interrupted: bool = False
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.t1 - self.t0)
+
+
+class NotReady(Exception):
+    """The sampler could not read the interpreter yet (too young, or not Python)."""
+
+
+@contextmanager
+def sampler_process(cmd: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+    """Start a sampler in its own session, and kill it (and its group) on the way out.
+
+    Own session: a terminal's Ctrl-C reaches gilprof only, which then stops the sampler itself
+    with SIGINT so that the sampler still writes its file. The kernel kills it if gilprof dies.
+    """
+    with child_process(cmd, group="session", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT) as child:
+        yield child.proc
+
+
+def run_window(proc: subprocess.Popen[bytes], started: threading.Event, start_time: list[float],
+               seconds: float | None, stop: threading.Event) -> tuple[float | None, bool]:
+    """Let a sampler process run for `seconds` after it `started`, or until `stop` is set.
+
+    Both samplers write their output when they receive SIGINT, so the window is ended that
+    way. Returns (when it was ended, or None if the sampler stopped by itself; whether
+    `stop` ended it).
+    """
+    end_time: float | None = None
+    interrupted = False
+    while proc.poll() is None:
+        if started.is_set() and seconds is not None and \
+                time.monotonic() - start_time[0] >= seconds:
+            end_time = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            break
+        if stop.is_set():
+            end_time = time.monotonic()
+            interrupted = True
+            proc.send_signal(signal.SIGINT)
+            break
+        stop.wait(0.01)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    return end_time, interrupted
+
+
+class Backend(ABC):
+    name: str = ""
+    min_version: tuple[int, ...] = ()
+
+    @abstractmethod
+    def version(self) -> str:
+        """The sampler binary's version; raises SamplerError when missing or too old."""
+
+    def check_settings(self, settings: SamplerSettings) -> None:  # noqa: B027 - optional hook
+        """Raise UsageError for settings this sampler cannot honour, before anything starts."""
+
+    @abstractmethod
+    def sample_window(self, pid: int, settings: SamplerSettings, seconds: float | None,
+                      stop: threading.Event) -> WindowResult:
+        """Sample `pid` for `seconds` (None: until it exits) or until `stop` is set."""
+
+    @abstractmethod
+    def ticks(self, window: WindowResult, settings: SamplerSettings) -> tuple[float, str]:
+        """Sampling instants in the window and where that number came from."""

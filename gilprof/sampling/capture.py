@@ -1,0 +1,281 @@
+"""One capture, as `gilprof attach` and `gilprof top` run it: find (or launch) the target,
+sample it until the duration ends, the target exits or a signal arrives, write the profile.
+
+Signals: SIGINT and SIGTERM set an event instead of raising, so whatever was sampled is still
+written (marked partial), and in launch mode they are forwarded to the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from gilprof.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_PARTIAL,
+    GilprofError,
+    TargetError,
+    UsageError,
+)
+from gilprof.model import Target
+from gilprof.profile import Profile
+from gilprof.redact import redact_cmdline
+from gilprof.sampling.backends import Backend, SamplerSettings, WindowResult, get_backend
+from gilprof.sampling.discover import (
+    ProcessInfo,
+    parse_rank_selection,
+    resolve_ranks,
+    resolve_target,
+)
+from gilprof.sampling.launch import LaunchedJob
+from gilprof.sampling.processes import python_version_of
+from gilprof.sampling.session import DEFAULT_WINDOW_S, SessionOptions, run_session, run_sessions
+
+# Below this, even a short profile may not fit: refuse before sampling rather than after.
+MIN_FREE_BYTES = 1 << 20
+
+
+@contextmanager
+def stop_on_signals(on_signal: Callable[[int], None] | None = None) -> Iterator[threading.Event]:
+    """SIGINT/SIGTERM set an event instead of raising, so the profile is still written."""
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: Any) -> None:
+        stop.set()
+        if on_signal is not None:
+            on_signal(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def make_target(info: ProcessInfo, keep_cmdline: bool) -> Target:
+    return Target(
+        pid=info.pid, rank=info.rank, rank_source=info.rank_source, local_rank=info.local_rank,
+        world_size=info.world_size, launcher=info.launcher, launcher_pid=info.launcher_pid,
+        hostname=socket.gethostname(), python=python_version_of(info.pid),
+        cmdline=tuple(info.cmdline) if keep_cmdline else redact_cmdline(info.cmdline),
+    )
+
+
+def default_output(info: ProcessInfo) -> str:
+    rank = "x" if info.rank is None else str(info.rank)
+    return f"gilprof-rank{rank}-{info.pid}-{datetime.now():%Y%m%d-%H%M%S}.json"
+
+
+def check_output_writable(path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(folder):
+        raise UsageError(f"output folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"output folder {folder} is not writable")
+    if os.path.isdir(path):
+        raise UsageError(f"output path {path} is a directory")
+    if os.path.exists(path) and not os.path.isfile(path):
+        # The profile is written by rename, which would replace a device or FIFO (-o /dev/null).
+        raise UsageError(f"output path {path} is not a regular file")
+    try:
+        vfs = os.statvfs(folder)
+    except OSError:
+        return
+    if vfs.f_bavail * vfs.f_frsize < MIN_FREE_BYTES:
+        raise UsageError(f"output folder {folder} is (nearly) full: "
+                         f"{vfs.f_bavail * vfs.f_frsize // 1024} KiB free")
+
+
+def prepare_folder(folder: str) -> None:
+    """An output folder for one profile per rank: created if missing, checked writable."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"-o names a folder; {folder} is a file")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create output folder {folder}: {exc.strerror or exc}") from None
+    check_output_writable(os.path.join(folder, "rank.json"))
+
+
+def save_profile(profile: Profile, path: str) -> None:
+    try:
+        profile.save(path)
+    except OSError as exc:  # the disk filled up while sampling, the folder went away, ...
+        raise GilprofError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+class CaptureObserver(Protocol):
+    """What a capture tells its caller as it goes (the CLI draws it; tests may record it)."""
+
+    def sampling(self, label: str) -> None: ...
+    def window(self, profile: Profile, window: WindowResult) -> None: ...
+    def message(self, text: str) -> None: ...
+    def wrote(self, path: str, profile: Profile) -> None: ...
+    def done(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    """Which process to sample and how; the options of `gilprof attach`, checked."""
+
+    settings: SamplerSettings
+    backend: str = "py-spy"
+    duration: float | None = None
+    window_s: float = DEFAULT_WINDOW_S
+    pid: int | None = None
+    rank: int | None = None
+    ranks: str | None = None
+    job: int | None = None
+    match: str | None = None
+    parent_match: str | None = None
+    command: tuple[str, ...] = ()
+    output: str | None = None
+    wait_timeout: float = 60.0
+    keep_cmdline: bool = False
+
+    def check(self) -> None:
+        if self.command and self.pid is not None:
+            raise UsageError("give either --pid or a command to launch, not both")
+        if self.ranks is not None and (self.pid is not None or self.rank is not None):
+            raise UsageError("--ranks selects ranks itself; do not combine it with --pid or --rank")
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    profiles: tuple[Profile, ...]
+    exit_code: int  # 0; EXIT_PARTIAL; EXIT_INTERRUPTED; in launch mode the job's status
+
+
+def capture(request: CaptureRequest, observer: CaptureObserver) -> CaptureResult:
+    request.check()
+    sampler = get_backend(request.backend)
+    sampler.check_settings(request.settings)
+    sampler.version()  # fail before launching anything if the sampler is missing
+    if request.output and request.ranks is None:
+        check_output_writable(request.output)
+    jobs: list[LaunchedJob] = []
+
+    def forward(signum: int) -> None:
+        for launched in jobs:
+            launched.forward(signum)
+
+    options = SessionOptions(settings=request.settings, duration=request.duration,
+                             window_s=request.window_s)
+    with stop_on_signals(forward) as stop:
+        launched = LaunchedJob(request.command) if request.command else None
+        if launched:
+            jobs.append(launched)
+        try:
+            if request.ranks is not None:
+                profiles = _capture_ranks(request, launched, sampler, options, stop, observer)
+            else:
+                profiles = [_capture_one(request, launched, sampler, options, stop, observer)]
+        except GilprofError:
+            if launched:
+                launched.shutdown()
+            raise
+        if launched:
+            if stop.is_set():
+                launched.wait(30)  # the signal was forwarded; give the ranks time to stop
+                launched.shutdown()
+            else:
+                launched.wait()
+            code = launched.exit_code
+            # An interrupted run must not look like a success, whatever mpiexec returned
+            # while it tore the job down.
+            return CaptureResult(tuple(profiles),
+                                 EXIT_INTERRUPTED if stop.is_set() and code == 0 else code)
+    partial = any(p.sampling.partial for p in profiles)
+    if stop.is_set() and partial:
+        return CaptureResult(tuple(profiles), EXIT_INTERRUPTED)
+    return CaptureResult(tuple(profiles), EXIT_PARTIAL if partial else 0)
+
+
+def _capture_one(request: CaptureRequest, launched: LaunchedJob | None, sampler: Backend,
+                 options: SessionOptions, stop: threading.Event,
+                 observer: CaptureObserver) -> Profile:
+    if launched:
+        info = launched.wait_for_rank(request.rank, request.match, request.wait_timeout, stop,
+                                      request.parent_match)
+    else:
+        info = resolve_target(pid=request.pid, rank=request.rank, job=request.job,
+                              match=request.match, parent_match=request.parent_match)
+    path = request.output or default_output(info)
+    check_output_writable(path)
+    observer.sampling(f"pid {info.pid} rank {'?' if info.rank is None else info.rank}")
+    try:
+        profile = run_session(make_target(info, request.keep_cmdline), sampler, options, stop,
+                              on_window=observer.window)
+    finally:
+        observer.done()
+    save_profile(profile, path)
+    observer.wrote(path, profile)
+    return profile
+
+
+def wait_for_ranks(launched: LaunchedJob | None, selection: str, job: int | None,
+                   match: str | None, parent_match: str | None, timeout: float,
+                   stop: threading.Event) -> list[ProcessInfo]:
+    """The selected ranks; in launch mode, once all of them have started."""
+    if launched is None:
+        return resolve_ranks(selection, job=job, match=match, parent_match=parent_match)
+    wanted = parse_rank_selection(selection)
+    deadline = time.monotonic() + timeout
+    last = "no ranks started yet"
+    while time.monotonic() < deadline and not stop.is_set():
+        if launched.proc.poll() is not None:
+            raise TargetError(f"the job exited with code {launched.proc.returncode} before its ranks "
+                              "could be sampled")
+        try:
+            infos = resolve_ranks(selection, job=launched.pid, match=match, parent_match=parent_match)
+            sizes = {i.world_size for i in infos if i.world_size}
+            expected = wanted if wanted is not None else set(range(max(sizes))) if sizes else None
+            if expected is None or expected <= {i.rank for i in infos}:
+                return infos
+            last = f"{len(infos)} of {len(expected)} ranks started"
+        except TargetError as exc:
+            last = str(exc)
+        stop.wait(0.1)
+    raise TargetError(f"timed out waiting for the job's ranks: {last}")
+
+
+def _capture_ranks(request: CaptureRequest, launched: LaunchedJob | None, sampler: Backend,
+                   options: SessionOptions, stop: threading.Event,
+                   observer: CaptureObserver) -> list[Profile]:
+    assert request.ranks is not None
+    infos = wait_for_ranks(launched, request.ranks, request.job, request.match,
+                           request.parent_match, request.wait_timeout, stop)
+    folder = request.output or f"gilprof-{datetime.now():%Y%m%d-%H%M%S}"
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"with --ranks, -o names a folder; {folder} is a file")
+    os.makedirs(folder, exist_ok=True)
+    check_output_writable(os.path.join(folder, "x.json"))
+    targets = [make_target(info, request.keep_cmdline) for info in infos]
+    observer.message(f"sampling {len(targets)} ranks: "
+                     + ", ".join(f"rank {t.rank} (pid {t.pid})" for t in targets))
+    results = run_sessions(targets, sampler, options, stop)
+    profiles = []
+    for target, result in zip(targets, results, strict=True):
+        rank = "x" if target.rank is None else target.rank
+        if isinstance(result, Exception):
+            observer.message(f"rank {rank} (pid {target.pid}) not sampled: {result}")
+            continue
+        path = os.path.join(folder, f"rank{rank}-{target.pid}.json")
+        save_profile(result, path)
+        observer.wrote(path, result)
+        profiles.append(result)
+    if not profiles:
+        raise TargetError("no rank could be sampled")
+    return profiles

@@ -1,0 +1,234 @@
+"""`gilprof exec`: become one rank of a job, and sample it if this rank is selected.
+
+Under a launcher (`mpiexec -n 8 gilprof exec --ranks 0 -- python app.py`) every rank starts
+gilprof. A rank that is not selected replaces itself with the command (os.execvp): same PID,
+same environment, no sampler, nothing of gilprof left running. A selected rank starts the
+command as its child and samples it: a process may ptrace its own descendants even where
+kernel.yama.ptrace_scope=1 forbids attaching to anything else, and it needs no capability
+for a child that runs as the same user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import NoReturn
+
+import psutil
+
+from gilprof.errors import GilprofError, TargetError, UsageError
+from gilprof.model import Target
+from gilprof.profile import Profile
+from gilprof.sampling.backends.base import Backend
+from gilprof.sampling.capture import CaptureObserver, make_target, save_profile, stop_on_signals
+from gilprof.sampling.discover import (
+    ProcessInfo,
+    RankIdentity,
+    describe,
+    is_launcher,
+    is_python,
+)
+from gilprof.sampling.processes import Child, exit_status
+from gilprof.sampling.session import SessionOptions, WindowCallback, run_session
+
+# A shell's codes for a command that cannot be run, so wrappers that test for them still work.
+EXIT_NOT_FOUND = 127
+EXIT_NOT_EXECUTABLE = 126
+
+
+class CommandNotFound(GilprofError):
+    exit_code = EXIT_NOT_FOUND
+
+
+class CommandNotExecutable(GilprofError):
+    exit_code = EXIT_NOT_EXECUTABLE
+
+
+def is_selected(rank: int, wanted: set[int] | None) -> bool:
+    """`wanted` as parse_rank_selection returns it: None selects every rank."""
+    return wanted is None or rank in wanted
+
+
+def _raise_launch_error(program: str, exc: OSError) -> NoReturn:
+    if isinstance(exc, FileNotFoundError):
+        raise CommandNotFound(f"cannot run {program!r}: command not found") from None
+    if isinstance(exc, PermissionError):
+        raise CommandNotExecutable(f"cannot run {program!r}: permission denied") from None
+    raise CommandNotExecutable(f"cannot run {program!r}: {exc.strerror or exc}") from None
+
+
+def exec_command(argv: Sequence[str]) -> NoReturn:
+    """Replace this process with the command, as if the launcher had started it directly."""
+    if not argv:
+        raise UsageError("no command given; usage: gilprof exec [OPTIONS] -- COMMAND [ARGS]...")
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    # Python ignores these two for itself and an ignored signal survives exec; the command
+    # must start with the dispositions a shell would give it.
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    try:
+        os.execvp(argv[0], list(argv))
+    except OSError as exc:
+        _raise_launch_error(argv[0], exc)
+
+
+def _in_terminal_foreground() -> bool:
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
+
+
+class ChildCommand:
+    """The command, started as gilprof's child; signals gilprof receives are passed on.
+
+    Launchers (hydra, and a terminal for Ctrl-C) signal a whole process group, so a child in
+    gilprof's group would get each signal twice: once from the launcher, once forwarded.
+    Under a launcher the child therefore gets its own group and gilprof forwards. In an
+    interactive terminal the child stays in the foreground group, where it can read the
+    terminal and already gets Ctrl-C itself; only SIGTERM is forwarded then.
+    """
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        if not argv:
+            raise UsageError("no command given; usage: gilprof exec [OPTIONS] -- COMMAND [ARGS]...")
+        self.argv = tuple(argv)
+        self.own_group = not _in_terminal_foreground()
+        try:
+            self.child = Child(argv, group="new" if self.own_group else "same")
+        except OSError as exc:
+            _raise_launch_error(argv[0], exc)
+        self.proc = self.child.proc
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
+    def forward(self, sig: int) -> None:
+        if sig == signal.SIGINT and not self.own_group:
+            return  # the terminal sent it to the child's group as well
+        self.child.forward(sig)
+
+    def wait(self) -> int:
+        """The child's exit status as a shell reports it."""
+        self.child.wait()
+        return self.child.exit_status
+
+
+def find_python_process(child: ChildCommand, match: re.Pattern[str] | None, timeout: float,
+                        stop: threading.Event) -> ProcessInfo:
+    """The process to sample: the child itself if it is Python (and matches), else the first
+    Python descendant that does (a wrapper script such as start_worker.sh runs the rank)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if stop.is_set():
+            raise TargetError("interrupted before the command's Python process started")
+        if child.proc.poll() is not None:
+            raise TargetError(f"the command exited with code {exit_status(child.proc.returncode)} "
+                              "before a Python process could be sampled")
+        found = _python_candidate(child.pid, match)
+        if found is not None:
+            return found
+        if time.monotonic() >= deadline:
+            what = f"matching {match.pattern!r}" if match else "in it"
+            raise TargetError(f"no Python process {what} after {timeout:g} s; the command "
+                              f"{' '.join(child.argv)[:80]!r} is still running unsampled")
+        stop.wait(0.1)
+
+
+def _python_candidate(root_pid: int, match: re.Pattern[str] | None) -> ProcessInfo | None:
+    try:
+        root = psutil.Process(root_pid)
+        procs = [root, *sorted(root.children(recursive=True), key=lambda p: p.pid)]
+    except psutil.Error:
+        return None
+    for proc in procs:
+        if not is_python(proc) or is_launcher(proc):
+            continue
+        try:
+            info = describe(proc)
+        except TargetError:
+            continue
+        if match is None or match.search(" ".join(info.cmdline)):
+            return info
+    return None
+
+
+def sample_child(child: ChildCommand, backend: Backend, options: SessionOptions,
+                 stop: threading.Event, make_target: Callable[[ProcessInfo], Target],
+                 match: re.Pattern[str] | None = None, wait_timeout: float = 60.0,
+                 on_window: WindowCallback | None = None) -> Profile:
+    """Sample the command's Python process until it exits, `options.duration` ends or `stop`."""
+    info = find_python_process(child, match, wait_timeout, stop)
+    return run_session(make_target(info), backend, options, stop, on_window=on_window)
+
+
+@dataclass(frozen=True)
+class ExecRequest:
+    command: tuple[str, ...]
+    rank: RankIdentity
+    options: SessionOptions
+    folder: str
+    match: re.Pattern[str] | None = None
+    wait_timeout: float = 60.0
+    keep_cmdline: bool = False
+
+
+def run_and_sample(request: ExecRequest, sampler: Backend, observer: CaptureObserver) -> int:
+    """Start the command as a child, sample its Python process, save the profile, and return
+    the command's exit status. Sampling failures are reported, never fatal to the command."""
+    rank = request.rank
+    children: list[ChildCommand] = []
+    pending: list[int] = []
+
+    def forward(signum: int) -> None:
+        if children:
+            children[0].forward(signum)
+        else:
+            pending.append(signum)
+
+    def target_of(info: ProcessInfo) -> Target:
+        target = make_target(info, request.keep_cmdline)
+        return replace(target, rank=rank.rank,
+                       rank_source=rank.variable or "gilprof exec (no rank variable)")
+
+    with stop_on_signals(forward) as stop:
+        child = ChildCommand(request.command)
+        children.append(child)
+        for signum in pending:
+            child.forward(signum)
+        try:
+            profile = sample_child(child, sampler, request.options, stop, target_of, request.match,
+                                   request.wait_timeout)
+        except GilprofError as exc:
+            observer.message(f"error: rank {rank.rank} not sampled: {exc}")
+        except Exception as exc:  # a gilprof bug must not take the user's job down with it
+            observer.message(f"error: rank {rank.rank} not sampled: internal error: "
+                             f"{type(exc).__name__}: {exc}")
+        else:
+            path = os.path.join(request.folder, f"rank{rank.rank}-{profile.target.pid}.json")
+            try:
+                save_profile(profile, path)
+            except GilprofError as exc:  # disk full: the command must still be awaited
+                observer.message(f"error: {exc}")
+            else:
+                observer.wrote(path, profile)
+        code = child.wait()
+    returncode = child.proc.returncode
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        observer.message(f"the command was killed by {name} (exit status {code})")
+    return code

@@ -1,0 +1,70 @@
+"""Launch mode: start the job, wait for the wanted rank, and never leave the job orphaned."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+
+from gilprof.errors import TargetError, UsageError
+from gilprof.sampling.discover import ProcessInfo, resolve_target
+from gilprof.sampling.processes import Child
+
+
+class LaunchedJob:
+    """The job's launcher (mpiexec, srun, torchrun, a script) as gilprof's child.
+
+    Own session: a terminal Ctrl-C reaches gilprof, which forwards it to the launcher as
+    mpiexec forwards it to its ranks.
+    """
+
+    def __init__(self, argv: Sequence[str], stdout: int | None = None,
+                 stderr: int | None = None) -> None:
+        if not argv:
+            raise UsageError("no command to launch after `--`")
+        try:
+            self.child = Child(argv, group="session", stdin=subprocess.DEVNULL, stdout=stdout,
+                               stderr=stderr)
+        except FileNotFoundError:
+            raise UsageError(f"cannot launch {argv[0]!r}: command not found") from None
+        except PermissionError:
+            raise UsageError(f"cannot launch {argv[0]!r}: permission denied") from None
+        self.argv = tuple(argv)
+        self.proc = self.child.proc
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
+    def wait_for_rank(self, rank: int | None, match: str | None, timeout: float,
+                      stop: threading.Event, parent_match: str | None = None) -> ProcessInfo:
+        deadline = time.monotonic() + timeout
+        last_error = "no Python process started yet"
+        while time.monotonic() < deadline:
+            if stop.is_set():
+                raise TargetError("interrupted while waiting for the job's ranks")
+            if self.proc.poll() is not None:
+                raise TargetError(f"the job exited with code {self.proc.returncode} before "
+                                  f"rank {rank if rank is not None else 0} could be sampled")
+            try:
+                return resolve_target(pid=self.pid, rank=rank, match=match,
+                                      parent_match=parent_match)
+            except TargetError as exc:
+                last_error = str(exc)
+            stop.wait(0.1)
+        raise TargetError(f"timed out after {timeout:g} s waiting for the rank to start: {last_error}")
+
+    def forward(self, sig: int) -> None:
+        self.child.forward(sig)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self.child.wait(timeout)
+
+    def shutdown(self, grace: float = 10.0) -> int:
+        """SIGTERM to the launcher, then SIGKILL to its whole process group."""
+        return self.child.reap(grace)
+
+    @property
+    def exit_code(self) -> int:
+        return self.child.exit_status

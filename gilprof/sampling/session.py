@@ -1,0 +1,145 @@
+"""A sampling session: consecutive windows from one backend into one Profile.
+
+The session stops at the requested duration, when the target exits, or when `stop` is set
+(Ctrl-C, SIGTERM); in the last two cases what was collected is kept and, where the run ended
+early, the profile is marked partial with the reason.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import psutil
+
+from gilprof.errors import TargetError
+from gilprof.model import SamplingInfo, Target
+from gilprof.profile import Profile
+from gilprof.sampling.backends.base import Backend, NotReady, SamplerSettings, WindowResult
+
+DEFAULT_WINDOW_S = 2.0
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    settings: SamplerSettings
+    duration: float | None = None  # None: until the target exits or `stop` is set
+    window_s: float = DEFAULT_WINDOW_S
+    attach_timeout: float = 15.0  # how long a just-started target may stay unreadable
+
+
+WindowCallback = Callable[[Profile, WindowResult], None]
+
+
+def target_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def run_session(target: Target, backend: Backend, options: SessionOptions,
+                stop: threading.Event, on_window: WindowCallback | None = None) -> Profile:
+    settings = options.settings
+    profile = Profile(target, SamplingInfo(
+        sampler=backend.name, sampler_version=backend.version(), mode=settings.mode,
+        rate_hz=settings.rate_hz, native=settings.native, blocking=settings.blocking,
+        window_s=options.window_s,
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    ))
+    origin: float | None = None
+    attach_deadline = time.monotonic() + options.attach_timeout
+    errors = 0
+    messages: list[str] = []
+    ticks_sources: set[str] = set()
+    stopped_by = ""
+    while True:
+        if stop.is_set():
+            stopped_by = "interrupted"
+            break
+        elapsed = 0.0 if origin is None else time.monotonic() - origin
+        if options.duration is not None and elapsed >= options.duration:
+            break
+        seconds = options.window_s
+        if options.duration is not None:
+            seconds = min(seconds, options.duration - elapsed)
+        try:
+            result = backend.sample_window(target.pid, settings, seconds, stop)
+        except NotReady as exc:
+            if stop.is_set():
+                stopped_by = "interrupted"
+                break
+            if not target_alive(target.pid):
+                if origin is None:
+                    raise TargetError(f"PID {target.pid} exited before it could be sampled") from None
+                stopped_by = "exited"
+                break
+            if origin is None and time.monotonic() < attach_deadline:
+                time.sleep(0.2)  # interpreter not readable yet: a just-started process
+                continue
+            if origin is None:
+                raise TargetError(
+                    f"PID {target.pid}: {backend.name} cannot read a Python interpreter ({exc})") from None
+            messages.append(f"window failed: {exc}")
+            break
+        if origin is None:
+            origin = result.t0
+        ticks, source = backend.ticks(result, settings)
+        ticks_sources.add(source)
+        profile.add_window(result.t0 - origin, result.t1 - origin, ticks, result.samples,
+                           result.spans)
+        errors += result.errors
+        messages.extend(result.messages)
+        if on_window is not None:
+            on_window(profile, result)
+        if result.interrupted or stop.is_set():
+            stopped_by = "interrupted"
+            break
+        if result.target_exited or not target_alive(target.pid):
+            stopped_by = "exited"
+            break
+
+    partial_reason = None
+    covered = 0.0 if origin is None else profile.windows[-1].t1 if profile.windows else 0.0
+    if stopped_by == "interrupted":
+        partial_reason = f"interrupted after {covered:.1f} s"
+    elif stopped_by == "exited" and options.duration is not None \
+            and covered < options.duration - options.window_s / 2:
+        partial_reason = f"target exited after {covered:.1f} s of {options.duration:g} s"
+    profile.finish(
+        errors=errors,
+        partial=partial_reason is not None,
+        partial_reason=partial_reason,
+        ticks_source="sampler" if ticks_sources == {"sampler"} else "estimated",
+        messages=tuple(messages),
+    )
+    return profile
+
+
+def run_sessions(targets: list[Target], backend: Backend, options: SessionOptions,
+                 stop: threading.Event, on_window: WindowCallback | None = None,
+                 ) -> list[Profile | Exception]:
+    """One session per target, concurrently (one sampler process each), same stop event.
+
+    A rank that fails (exited before sampling, unreadable) yields its exception in place of
+    a profile, so the other ranks' profiles are still written.
+    """
+    results: list[Profile | Exception] = [RuntimeError("not run")] * len(targets)
+
+    def work(index: int, target: Target) -> None:
+        try:
+            results[index] = run_session(target, backend, options, stop, on_window)
+        except Exception as exc:  # reported per rank by the caller
+            results[index] = exc
+
+    threads = [threading.Thread(target=work, args=(i, t), name=f"gilprof-rank-{t.rank}", daemon=True)
+               for i, t in enumerate(targets)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.1)  # short joins keep the main thread responsive to signals
+    return results

@@ -1,0 +1,47 @@
+"""Iteration logs -> per-rank step-time statistics.
+
+`parse` turns log lines (TensorRT-LLM's iteration lines in all their variants, or JSON lines)
+into StepRecords; `summary` folds them into per-rank percentiles, streaming.
+"""
+
+from gilprof.steps.parse import (
+    DEVICE_BOUND,
+    HOST_BOUND,
+    SCHEMA,
+    UNKNOWN,
+    StepParser,
+    StepRecord,
+    StepStream,
+    parse_lines,
+    read_step_log,
+    read_step_logs,
+)
+from gilprof.steps.summary import (
+    Percentiles,
+    RankSteps,
+    StepsReport,
+    classify,
+    rank_steps,
+    summarize,
+    summarize_logs,
+)
+
+__all__ = [
+    "DEVICE_BOUND",
+    "HOST_BOUND",
+    "SCHEMA",
+    "UNKNOWN",
+    "Percentiles",
+    "RankSteps",
+    "StepParser",
+    "StepRecord",
+    "StepStream",
+    "StepsReport",
+    "classify",
+    "parse_lines",
+    "rank_steps",
+    "read_step_log",
+    "read_step_logs",
+    "summarize",
+    "summarize_logs",
+]
