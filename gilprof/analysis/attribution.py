@@ -11,11 +11,11 @@ shares are per thread (fraction of ticks at which that thread had the function o
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gilprof.model import Frame, Mode, ThreadState
+from gilprof.analysis.table import WindowTable, build_table, thread_filter, thread_label
+from gilprof.model import Mode
 from gilprof.profile import Profile
 
 DEFAULT_WATCH = ("safe_broadcast", "_balance_requests_across_ranks")
@@ -85,72 +85,17 @@ class Attribution:
         return self.duration_s / self.ticks if self.ticks else 0.0
 
 
-def thread_label(profile: Profile, tid: int) -> str:
-    return profile.threads.get(tid) or f"tid {tid}"
-
-
-def _frame_key(frame: Frame, lines: bool, thread: str | None) -> FunctionKey:
-    return FunctionKey(frame.name, frame.file, frame.line if lines else 0, thread)
-
-
-def stack_keys(frames: Sequence[Frame], lines: bool, thread: str | None
-               ) -> tuple[set[FunctionKey], FunctionKey | None]:
-    """The distinct functions on a stack (recursion counted once) and the leaf."""
-    keys = {_frame_key(f, lines, thread) for f in frames}
-    leaf = _frame_key(frames[-1], lines, thread) if frames else None
-    return keys, leaf
-
-
-def _thread_filter(profile: Profile, pattern: str | None) -> set[int] | None:
-    if not pattern:
-        return None
-    regex = re.compile(pattern)
-    tids = {s.tid for s in profile.stacks} | set(profile.threads)
-    return {tid for tid in tids if regex.search(thread_label(profile, tid))}
-
-
 def attribute(profile: Profile, *, by_thread: bool = False, lines: bool = False,
               thread_pattern: str | None = None, watch: Iterable[str] = DEFAULT_WATCH,
-              top: int | None = None) -> Attribution:
+              top: int | None = None, table: WindowTable | None = None) -> Attribution:
+    """Shares of `profile` (from `table` when the caller built one with the same options)."""
+    if table is None:
+        table = build_table(profile, by_thread=by_thread, lines=lines,
+                            thread_pattern=thread_pattern, watch=watch)
     mode = profile.sampling.mode
-    gil_known = mode.knows_gil
-    per_thread = by_thread or not gil_known
     ticks = profile.sampling.ticks
     duration = profile.sampling.duration_s
-    allowed = _thread_filter(profile, thread_pattern)
-    watch_names = tuple(dict.fromkeys(watch))
-
-    thread_samples: dict[int, int] = {}
-    self_counts: dict[FunctionKey, int] = {}
-    total_counts: dict[FunctionKey, int] = {}
-    watch_self = dict.fromkeys(watch_names, 0)
-    watch_total = dict.fromkeys(watch_names, 0)
-    watch_matched: dict[str, set[str]] = {w: set() for w in watch_names}
-    samples = 0
-    for index, count in profile.total_counts().items():
-        stack = profile.stacks[index]
-        if mode is Mode.CONTENTION and stack.state is not ThreadState.HELD:
-            continue  # shares are of GIL-held time; the other states are in contention.py
-        samples += count
-        thread_samples[stack.tid] = thread_samples.get(stack.tid, 0) + count
-        if allowed is not None and stack.tid not in allowed:
-            continue
-        frames = profile.stack_frames(index)
-        if not frames:
-            continue
-        label = thread_label(profile, stack.tid) if per_thread else None
-        keys, leaf = stack_keys(frames, lines, label)
-        for key in keys:
-            total_counts[key] = total_counts.get(key, 0) + count
-        if leaf is not None:
-            self_counts[leaf] = self_counts.get(leaf, 0) + count
-        for name in watch_names:
-            hits = [f for f in frames if f.matches(name)]
-            if hits:
-                watch_total[name] += count
-                watch_matched[name].update(f.name for f in hits)
-                if frames[-1].matches(name):
-                    watch_self[name] += count
+    allowed = thread_filter(profile, thread_pattern)
 
     def share(count: int) -> float:
         return min(1.0, count / ticks) if ticks > 0 else 0.0
@@ -159,61 +104,26 @@ def attribute(profile: Profile, *, by_thread: bool = False, lines: bool = False,
         return share(count) * duration
 
     functions = sorted(
-        (FunctionShare(key, self_counts.get(key, 0), total, share(self_counts.get(key, 0)),
-                       share(total), seconds(self_counts.get(key, 0)), seconds(total))
-         for key, total in total_counts.items()),
+        (FunctionShare(FunctionKey(*key), table.self_.get(key, 0), total,
+                       share(table.self_.get(key, 0)), share(total),
+                       seconds(table.self_.get(key, 0)), seconds(total))
+         for key, total in table.total.items()),
         key=lambda f: (-f.total_samples, -f.self_samples, f.key.name, f.key.file, f.key.line),
     )
     if top is not None:
         functions = functions[:top]
     threads = sorted(
         (ThreadShare(tid, thread_label(profile, tid), n, share(n))
-         for tid, n in thread_samples.items()
+         for tid, n in table.held.items()
          if allowed is None or tid in allowed),
         key=lambda t: (-t.samples, t.tid),
     )
     watched = tuple(
-        WatchResult(name, watch_total[name] > 0, share(watch_self[name]), share(watch_total[name]),
-                    seconds(watch_self[name]), seconds(watch_total[name]),
-                    tuple(sorted(watch_matched[name])))
-        for name in watch_names
+        WatchResult(name, table.watch_total[name] > 0, share(table.watch_self[name]),
+                    share(table.watch_total[name]), seconds(table.watch_self[name]),
+                    seconds(table.watch_total[name]), tuple(sorted(table.watch_matched[name])))
+        for name in table.watch_total
     )
-    held = sum(thread_samples.values())
-    utilization = share(held) if gil_known else None
-    return Attribution(mode, ticks, duration, samples, utilization, tuple(threads),
-                       tuple(functions), watched, per_thread)
-
-
-def window_function_counts(profile: Profile, *, by_thread: bool = False, lines: bool = False
-                           ) -> tuple[list[float], list[dict[tuple[str, str, int, str | None], int]]]:
-    """Per window: ticks, and total-share sample counts per function match key.
-
-    Keys are FunctionKey.match_key so profiles from different machines line up. The thread
-    label is part of the key only with by_thread. A key "<held:THREAD>" pseudo-function per
-    thread carries the thread's held samples, and "<gil>" the GIL-held samples.
-    """
-    per_thread = by_thread or not profile.sampling.mode.knows_gil
-    contention = profile.sampling.mode is Mode.CONTENTION
-    keys_cache: dict[int, set[tuple[str, str, int, str | None]]] = {}
-    ticks: list[float] = []
-    counts: list[dict[tuple[str, str, int, str | None], int]] = []
-    for window in profile.windows:
-        tally: dict[tuple[str, str, int, str | None], int] = {}
-        for index, count in window.counts.items():
-            if contention and profile.stacks[index].state is not ThreadState.HELD:
-                continue
-            keys = keys_cache.get(index)
-            if keys is None:
-                stack = profile.stacks[index]
-                label = thread_label(profile, stack.tid)
-                found, _ = stack_keys(profile.stack_frames(index), lines,
-                                      label if per_thread else None)
-                keys = {k.match_key for k in found}
-                keys.add(("<held>", "", 0, label))
-                keys.add(("<gil>", "", 0, None))
-                keys_cache[index] = keys
-            for key in keys:
-                tally[key] = tally.get(key, 0) + count
-        ticks.append(window.ticks)
-        counts.append(tally)
-    return ticks, counts
+    utilization = share(table.samples) if mode.knows_gil else None
+    return Attribution(mode, ticks, duration, table.samples, utilization, tuple(threads),
+                       tuple(functions), watched, table.per_thread)

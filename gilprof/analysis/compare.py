@@ -9,10 +9,12 @@ Welch t interval. Step-time medians use a moving-block bootstrap for the same re
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gilprof.analysis.attribution import DEFAULT_WATCH, thread_label, window_function_counts
+from gilprof.analysis.attribution import DEFAULT_WATCH
+from gilprof.analysis.table import Series, WindowTable, build_table
 from gilprof.errors import UsageError
 from gilprof.model import Mode
 from gilprof.profile import Profile
@@ -64,7 +66,7 @@ class Comparison:
 
 
 def _is_pseudo(key: Key) -> bool:
-    """The per-thread held and whole-GIL rows that window_function_counts adds."""
+    """The per-thread held and whole-GIL rows that _Side adds beside the functions."""
     return key[0] in ("<held>", "<gil>") and key[1] == ""
 
 
@@ -75,62 +77,48 @@ def verdict(diff: Difference) -> str:
 
 
 class _Side:
-    """A profile cut into batches of windows, with per-key sample counts per batch."""
+    """A profile cut into batches of windows, with per-key sample counts per window.
+
+    Function rows are re-keyed by file base name so profiles from different machines line
+    up; "<held>" rows carry each thread's held samples and "<gil>" all GIL-held samples.
+    """
 
     def __init__(self, profile: Profile, by_thread: bool, watch: Sequence[str], max_batches: int):
-        ticks, counts = window_function_counts(profile, by_thread=by_thread)
-        watch_counts = _window_watch_counts(profile, watch)
-        self_counts = _self_counts(profile, by_thread)
-        self.total_ticks = sum(ticks)
-        self.profile = profile
-        self.keys: set[Key] = set().union(*counts) if counts else set()
-        self._ticks = ticks
-        self._counts = counts
-        self._watch = watch_counts
-        self._self = self_counts
+        table = build_table(profile, by_thread=by_thread, watch=watch, series=True)
+        assert table.total_series is not None and table.held_series is not None
+        self._windows = len(table.windows)
+        self._ticks = table.window_ticks()
+        self._series: dict[Key, Series] = {}
+        for (name, file, line, thread), row in table.total_series.items():
+            self._merge((name, os.path.basename(file), line, thread), row)
+        for label, row in table.held_series.items():
+            self._merge(("<held>", "", 0, label), row)
+        self._merge(("<gil>", "", 0, None), table.gil_series or {})
+        self._watch = table.watch_series or {}
+        self._self: dict[tuple[str, str, str | None], int] = {}
+        for (name, file, _line, thread), count in table.self_.items():
+            key = (name, os.path.basename(file), thread)
+            self._self[key] = self._self.get(key, 0) + count
+        self.total_ticks = table.ticks
+        self.keys: set[Key] = set(self._series)
         self.max_batches = max_batches
-        self.batches = min(len(ticks), max_batches)
+        self.batches = min(self._windows, max_batches)
+
+    def _merge(self, key: Key, row: Series) -> None:
+        into = self._series.setdefault(key, {})
+        for window, count in row.items():
+            into[window] = into.get(window, 0) + count
 
     def series(self, key: Key) -> tuple[list[float], list[float]]:
-        nums = [float(c.get(key, 0)) for c in self._counts]
+        nums = WindowTable.dense(self._series.get(key), self._windows)
         return batch_windows(nums, self._ticks, self.max_batches)
 
     def watch_series(self, name: str) -> tuple[list[float], list[float]]:
-        nums = [float(c.get(name, 0)) for c in self._watch]
+        nums = WindowTable.dense(self._watch.get(name), self._windows)
         return batch_windows(nums, self._ticks, self.max_batches)
 
     def self_share(self, key: tuple[str, str, str | None]) -> float:
         return self._self.get(key, 0) / self.total_ticks if self.total_ticks else 0.0
-
-
-def _window_watch_counts(profile: Profile, names: Sequence[str]) -> list[dict[str, int]]:
-    hits: dict[int, tuple[str, ...]] = {}
-    out = []
-    for window in profile.windows:
-        tally: dict[str, int] = {}
-        for index, count in window.counts.items():
-            matched = hits.get(index)
-            if matched is None:
-                frames = profile.stack_frames(index)
-                matched = tuple(n for n in names if any(f.matches(n) for f in frames))
-                hits[index] = matched
-            for name in matched:
-                tally[name] = tally.get(name, 0) + count
-        out.append(tally)
-    return out
-
-
-def _self_counts(profile: Profile, by_thread: bool) -> dict[tuple[str, str, str | None], int]:
-    per_thread = by_thread or not profile.sampling.mode.knows_gil
-    out: dict[tuple[str, str, str | None], int] = {}
-    for index, count in profile.total_counts().items():
-        frames = profile.stack_frames(index)
-        if not frames:
-            continue
-        thread = thread_label(profile, profile.stacks[index].tid) if per_thread else None
-        key = (frames[-1].name, frames[-1].basename, thread)
-        out[key] = out.get(key, 0) + count
-    return out
 
 
 def _change(before: _Side, after: _Side, key: Key, confidence: float, name: str,

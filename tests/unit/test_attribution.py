@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gilprof.analysis.attribution import attribute, window_function_counts
+from gilprof.analysis.attribution import attribute
 from gilprof.model import Mode, ThreadState
 
 from .builders import make_profile, sample
@@ -91,19 +91,6 @@ def test_wall_mode_has_no_gil_utilization():
     assert a.utilization is None
     assert a.by_thread
     assert {t.name: t.share for t in a.threads} == {"a": 1.0, "b": 1.0}
-
-
-def test_window_function_counts_keep_windows_apart():
-    profile = make_profile([
-        (100, [sample("a", "x", count=5, tid=1)]),
-        (80, [sample("a", "x", "y", count=7, tid=1)]),
-    ])
-    ticks, counts = window_function_counts(profile)
-    assert ticks == [100, 80]
-    assert counts[0][("x", "app.py", 0, None)] == 5
-    assert counts[1][("y", "app.py", 0, None)] == 7
-    assert counts[1][("<gil>", "", 0, None)] == 7
-    assert counts[0][("<held>", "", 0, "a")] == 5
 
 
 def test_empty_profile_is_all_zero():
