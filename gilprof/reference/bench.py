@@ -24,7 +24,6 @@ import json
 import os
 import pickle
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -36,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from gilprof.errors import GilprofError, UsageError
-from gilprof.mpi_tools import find_mpiexec
 from gilprof.reference import IMPL_NAMES, implementation
 from gilprof.reference.adp_router import (
     CopyingTokenRequest,
     RequestItem,
     expected_num_active_requests,
 )
+from gilprof.sampling.processes import child_process, find_binary
 
 RESULT_MARKER = "GILPROF_BENCH_RESULT "
 RATIOS = (("before", "after"), ("before", "fast"))
@@ -170,7 +169,7 @@ def bench_router(plan: BenchPlan) -> BenchRow:
 
 def _worker_command(plan: BenchPlan, benchmarks: Sequence[str]) -> list[str]:
     return [
-        find_mpiexec(),
+        find_binary("mpiexec"),
         "-n",
         str(plan.ranks),
         sys.executable,
@@ -197,28 +196,27 @@ def _worker_env() -> dict[str, str]:
 
 
 def _run_workers(plan: BenchPlan, benchmarks: Sequence[str], timeout: float) -> dict[str, Any]:
-    process = subprocess.Popen(
+    with child_process(
         _worker_command(plan, benchmarks),
+        group="session",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         env=_worker_env(),
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise BenchFailed(f"broadcast benchmark under mpiexec took over {timeout:.0f}s") from None
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    ) as child:
+        try:
+            out, err = child.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise BenchFailed(
+                f"broadcast benchmark under mpiexec took over {timeout:.0f}s"
+            ) from None
+        returncode = child.proc.returncode
+    stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
     for line in stdout.splitlines():
         if line.startswith(RESULT_MARKER):
             result: dict[str, Any] = json.loads(line[len(RESULT_MARKER) :])
             return result
     last = (stderr.strip().splitlines() or ["no output"])[-1]
-    raise BenchFailed(f"mpiexec exited {process.returncode} without timings: {last}")
+    raise BenchFailed(f"mpiexec exited {returncode} without timings: {last}")
 
 
 def bench_broadcast(

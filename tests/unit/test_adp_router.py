@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pickle
 from typing import Any
 
@@ -41,7 +42,7 @@ VARIANTS: dict[str, Any] = {
     "before": balance_requests_across_ranks_before,
     "after": balance_requests_across_ranks,
     "fast": balance_requests_across_ranks_fast,
-    "fast_cheap": lambda *args: balance_requests_across_ranks_fast(*args, token_count=_num_tokens),
+    "fast_cheap": functools.partial(balance_requests_across_ranks_fast, token_count=_num_tokens),
     "impl_fast": implementation("fast").route,
 }
 # Getter reads per request with a CopyingTokenRequest, when routing succeeds.
@@ -63,12 +64,12 @@ def routing_problems(draw: st.DrawFn) -> dict[str, Any]:
     )
     items = []
     for index, kind in enumerate(kinds):
-        if kind is None:
-            request: Any = None
+        if isinstance(kind, int):
+            request: Any = CopyingTokenRequest(range(100, 100 + kind), request_id=index)
         elif kind == "missing":
             request = NoTokenAttribute()
         else:
-            request = CopyingTokenRequest(range(100, 100 + kind), request_id=index)
+            request = None
         items.append(RequestItem(index, request))
     max_active = draw(st.integers(1, 12))
     fair = expected_num_active_requests(active_requests, len(items), max_active)

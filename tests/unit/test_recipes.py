@@ -122,7 +122,38 @@ def test_example_recipe_matches_the_bundled_server() -> None:
     assert {"safe_broadcast", "_balance_requests_across_ranks"} <= set(recipe.watch_names())
     assert recipe.target.match is not None
     assert re.search(recipe.target.match, "python examples/disagg_gen/server.py --requests 64")
+    assert re.search(recipe.target.match, "/usr/bin/python3 -m disagg_gen --impl before")
+    assert not re.search(recipe.target.match, "python -m disagg_gen_other")
+    assert "broadcast_sample_state" in recipe.watch_names()
     assert recipe.steps is not None and recipe.steps.parser == "trtllm"
+
+
+@pytest.mark.parametrize("name", ["trtllm-disagg-gen", "trtllm-disagg-ctx", "trtllm-serve"])
+def test_trtllm_recipes_watch_functions_that_exist_upstream(name: str) -> None:
+    recipe = load_recipe(name)
+    names = set(recipe.watch_names())
+    # An attribute holding an AwaitResponseHelper, never a frame name.
+    assert "_await_response_helper" not in names
+    assert {"await_response_task", "AwaitResponseHelper.__call__"} <= names
+    assert recipe.watched("RpcWorker.await_response_task") is not None
+    # Older and newer name of the fetch: a version has one or the other.
+    assert {
+        "PyExecutor._fetch_new_requests",
+        "PyExecutor._fetch_and_activate_new_requests",
+    } <= names
+    # Pipeline parallelism: the broadcast_sample_state_handler thread and its loop.
+    assert recipe.target.matches_thread("broadcast_sample_state_handler")
+    assert recipe.watched("PyExecutor._broadcast_sample_state_loop") is not None
+
+
+def test_sglang_recipe_watches_current_and_older_layouts() -> None:
+    recipe = load_recipe("sglang")
+    names = set(recipe.watch_names())
+    assert {"SchedulerRequestReceiver.recv_requests", "Scheduler.recv_requests"} <= names
+    for side in ("prefill", "decode"):
+        mixin = f"SchedulerDisaggregation{side.capitalize()}Mixin"
+        for loop in ("normal", "overlap"):
+            assert recipe.watched(f"{mixin}.event_loop_{loop}_disagg_{side}") is not None
 
 
 @pytest.mark.parametrize(
@@ -140,6 +171,18 @@ def test_example_recipe_matches_the_bundled_server() -> None:
         ("sglang", "sglang::scheduler_TP1", False),
         ("sglang", "sglang::scheduler_DP0_TP12", False),
         ("sglang", "sglang::detokenizer", False),
+        # TP0 of every other DP/PP group is not rank 0 (sglang 0.5.23 titles).
+        ("sglang", "sglang::scheduler_DP1_TP0", False),
+        ("sglang", "sglang::scheduler_PP1_TP0", False),
+        ("sglang", "sglang::scheduler_DP0_PP0_ATTN_CP1_TP0", False),
+        ("sglang", "sglang::scheduler_DP0_PP0_TP0_EP0", True),
+        # vLLM 0.34.0: API servers as children titled VLLM::APIServer_N / _DP<n>; deprecated shim.
+        ("vllm-api-server", "VLLM::APIServer_0", True),
+        ("vllm-api-server", "VLLM::APIServer_3", True),
+        ("vllm-api-server", "VLLM::APIServer_DP1", True),
+        ("vllm-api-server", "python -m vllm.entrypoints.openai.api_server --model m", True),
+        ("vllm-api-server", "python -m vllm.entrypoints.launchers.api_server.entry", True),
+        ("vllm-api-server", "VLLM::EngineCore_DP0", False),
     ],
 )
 def test_target_match_patterns(name: str, cmdline: str, expected: bool) -> None:
