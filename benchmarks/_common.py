@@ -59,8 +59,12 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def wait_with_rusage(proc: subprocess.Popen[Any], timeout: float, poll: float = 0.02,
-                     on_poll: Callable[[], None] | None = None) -> tuple[int, Any]:
+def wait_with_rusage(
+    proc: subprocess.Popen[Any],
+    timeout: float,
+    poll: float = 0.02,
+    on_poll: Callable[[], None] | None = None,
+) -> tuple[int, Any]:
     """Reap `proc` with wait4, which gives that child's own rusage (its py-spy included).
 
     RUSAGE_CHILDREN would be the maximum over every child reaped so far, so one small run
@@ -91,8 +95,9 @@ def print_json(data: Any) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]],
-                notes: Sequence[str] = ()) -> None:
+def print_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str] = ()
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -112,8 +117,12 @@ def megabytes(count: float) -> str:
     return f"{count / 1e6:.1f} MB"
 
 
-def run_main(argv: list[str] | None, parse_args: Callable[[list[str] | None], Any],
-             run: Callable[[Any], Any], print_report: Callable[[Any], None]) -> int:
+def run_main(
+    argv: list[str] | None,
+    parse_args: Callable[[list[str] | None], Any],
+    run: Callable[[Any], Any],
+    print_report: Callable[[Any], None],
+) -> int:
     """The shared entry point: parse, run, print as JSON or a table; one line on failure."""
     from gilprof.errors import GilprofError
 

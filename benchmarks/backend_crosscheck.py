@@ -40,8 +40,13 @@ from gilprof.sampling.session import SessionOptions, run_session  # noqa: E402
 
 WORKLOAD = _common.REPO_ROOT / "tests" / "integration" / "workloads" / "gil_workload.py"
 BACKENDS = ("py-spy", "austin")
-FOCUS = ("executor_loop", "safe_broadcast", "_balance_requests_across_ranks", "ingress",
-         "ingress_work")
+FOCUS = (
+    "executor_loop",
+    "safe_broadcast",
+    "_balance_requests_across_ranks",
+    "ingress",
+    "ingress_work",
+)
 WORK_SIZES = {"broadcast": 40_000, "route": 15_000, "ingress": 20_000}  # the workload's defaults
 WARMUP_S = 0.8  # the workload's threads are running by then
 RowKey = tuple[int, str, str]  # tid, function, file
@@ -49,16 +54,22 @@ RowKey = tuple[int, str, str]  # tid, function, file
 
 def sample(name: str, pid: int, args: argparse.Namespace) -> Profile:
     backend = get_backend(name)
-    options = SessionOptions(settings=SamplerSettings(mode=Mode.WALL, rate_hz=args.rate),
-                             duration=args.seconds, window_s=args.window)
+    options = SessionOptions(
+        settings=SamplerSettings(mode=Mode.WALL, rate_hz=args.rate),
+        duration=args.seconds,
+        window_s=args.window,
+    )
     return run_session(Target(pid=pid), backend, options, threading.Event())
 
 
 def shares(profile: Profile) -> dict[RowKey, float]:
     tids = {thread_label(profile, s.tid): s.tid for s in profile.stacks}
     result = attribute(profile, by_thread=True, watch=())
-    return {(tids[f.key.thread or ""], f.key.name, f.key.file): f.total_share
-            for f in result.functions if f.key.thread in tids}
+    return {
+        (tids[f.key.thread or ""], f.key.name, f.key.file): f.total_share
+        for f in result.functions
+        if f.key.thread in tids
+    }
 
 
 def run_profiles(args: argparse.Namespace) -> dict[str, Profile]:
@@ -67,7 +78,10 @@ def run_profiles(args: argparse.Namespace) -> dict[str, Profile]:
     sizes = [f"--{name}-work={round(size * args.scale)}" for name, size in WORK_SIZES.items()]
     target = subprocess.Popen(
         [args.python, str(WORKLOAD), "--duration", f"{duration:.1f}", *sizes],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
+    )
     profiles: dict[str, Profile] = {}
     failures: list[BaseException] = []
     try:
@@ -83,8 +97,9 @@ def run_profiles(args: argparse.Namespace) -> dict[str, Profile]:
             for name in BACKENDS:
                 work(name)
         else:
-            threads = [threading.Thread(target=work, args=(n,), name=f"crosscheck-{n}")
-                       for n in BACKENDS]
+            threads = [
+                threading.Thread(target=work, args=(n,), name=f"crosscheck-{n}") for n in BACKENDS
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:
@@ -107,12 +122,19 @@ def compare(profiles: dict[str, Profile], min_share: float) -> dict[str, Any]:
         if max(a, p) < min_share and key[1] not in FOCUS:
             continue
         tid, function, file = key
-        rows.append({
-            "thread": names.get(tid, f"tid {tid}"), "tid": tid, "function": function,
-            "file": file, "py-spy": round(100 * p, 2), "austin": round(100 * a, 2),
-            "diff": round(100 * (a - p), 2), "focus": function in FOCUS,
-            "in_both": key in pyspy and key in austin,
-        })
+        rows.append(
+            {
+                "thread": names.get(tid, f"tid {tid}"),
+                "tid": tid,
+                "function": function,
+                "file": file,
+                "py-spy": round(100 * p, 2),
+                "austin": round(100 * a, 2),
+                "diff": round(100 * (a - p), 2),
+                "focus": function in FOCUS,
+                "in_both": key in pyspy and key in austin,
+            }
+        )
     focus_rows = [r for r in rows if r["focus"]]
     return {
         "backends": {name: _sampling(p) for name, p in profiles.items()},
@@ -120,8 +142,9 @@ def compare(profiles: dict[str, Profile], min_share: float) -> dict[str, Any]:
         "max_abs_diff": max((abs(r["diff"]) for r in rows), default=0.0),
         "max_abs_diff_focus": max((abs(r["diff"]) for r in focus_rows), default=0.0),
         "focus_found": sorted({r["function"] for r in focus_rows if r["in_both"]}),
-        "only_in_one": [f"{r['thread']}: {r['function']} ({r['file']})" for r in rows
-                        if not r["in_both"]],
+        "only_in_one": [
+            f"{r['thread']}: {r['function']} ({r['file']})" for r in rows if not r["in_both"]
+        ],
     }
 
 
@@ -132,12 +155,19 @@ def _sampling(profile: Profile) -> dict[str, Any]:
     for sample in profile.samples():
         per_thread[sample.tid] = per_thread.get(sample.tid, 0) + sample.count
     return {
-        "version": s.sampler_version, "windows": len(profile.windows),
-        "duration_s": round(s.duration_s, 3), "ticks": s.ticks, "ticks_source": s.ticks_source,
+        "version": s.sampler_version,
+        "windows": len(profile.windows),
+        "duration_s": round(s.duration_s, 3),
+        "ticks": s.ticks,
+        "ticks_source": s.ticks_source,
         "effective_rate_hz": round(s.ticks / s.duration_s, 1) if s.duration_s else 0.0,
-        "samples": s.samples, "errors": s.errors, "partial": s.partial,
-        "thread_coverage": {str(tid): round(n / s.ticks, 4) if s.ticks else 0.0
-                            for tid, n in sorted(per_thread.items())},
+        "samples": s.samples,
+        "errors": s.errors,
+        "partial": s.partial,
+        "thread_coverage": {
+            str(tid): round(n / s.ticks, 4) if s.ticks else 0.0
+            for tid, n in sorted(per_thread.items())
+        },
     }
 
 
@@ -146,13 +176,24 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="sampling seconds per backend")
     parser.add_argument("--rate", type=float, default=100.0, help="samples per second")
     parser.add_argument("--window", type=float, default=2.0, help="seconds per sampling window")
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="multiply the workload's work sizes (longer phases per loop)")
-    parser.add_argument("--sequential", action="store_true",
-                        help="py-spy first, then austin (default: both at once)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="multiply the workload's work sizes (longer phases per loop)",
+    )
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="py-spy first, then austin (default: both at once)",
+    )
     parser.add_argument("--python", default=sys.executable, help="interpreter of the workload")
-    parser.add_argument("--min-share", type=float, default=1.0,
-                        help="list functions with at least this share (%%) in either backend")
+    parser.add_argument(
+        "--min-share",
+        type=float,
+        default=1.0,
+        help="list functions with at least this share (%%) in either backend",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
     started = time.monotonic()
@@ -162,9 +203,15 @@ def main() -> None:
         _common.fail(str(exc))
     result = {
         "machine": _common.machine_info(),
-        "config": {"seconds": args.seconds, "rate_hz": args.rate, "window_s": args.window,
-                   "mode": "wall", "scale": args.scale, "schedule": "sequential" if args.sequential else "concurrent",
-                   "python": args.python},
+        "config": {
+            "seconds": args.seconds,
+            "rate_hz": args.rate,
+            "window_s": args.window,
+            "mode": "wall",
+            "scale": args.scale,
+            "schedule": "sequential" if args.sequential else "concurrent",
+            "python": args.python,
+        },
         **compare(profiles, args.min_share / 100),
         "wall_s": round(time.monotonic() - started, 1),
     }
@@ -172,17 +219,28 @@ def main() -> None:
         _common.print_json(result)
         return
     backends = result["backends"]
-    notes = [f"{name}: {b['version']}, {b['ticks']:.0f} ticks ({b['ticks_source']}) over "
-             f"{b['duration_s']:.1f} s = {b['effective_rate_hz']} Hz, {b['errors']} errors"
-             for name, b in backends.items()]
-    notes.append(f"max |diff| over focus functions: {result['max_abs_diff_focus']:.2f} points; "
-                 f"over all rows: {result['max_abs_diff']:.2f}")
+    notes = [
+        f"{name}: {b['version']}, {b['ticks']:.0f} ticks ({b['ticks_source']}) over "
+        f"{b['duration_s']:.1f} s = {b['effective_rate_hz']} Hz, {b['errors']} errors"
+        for name, b in backends.items()
+    ]
+    notes.append(
+        f"max |diff| over focus functions: {result['max_abs_diff_focus']:.2f} points; "
+        f"over all rows: {result['max_abs_diff']:.2f}"
+    )
     notes += [f"only in one backend: {item}" for item in result["only_in_one"]]
     _common.print_table(
         f"wall-mode shares, {result['config']['schedule']}, {args.seconds:g} s at {args.rate:g} Hz",
         ["thread / function", "py-spy %", "austin %", "diff (points)"],
-        [[f"{'* ' if r['focus'] else ''}{r['thread']}: {r['function']}", f"{r['py-spy']:.1f}",
-          f"{r['austin']:.1f}", f"{r['diff']:+.1f}"] for r in result["rows"]],
+        [
+            [
+                f"{'* ' if r['focus'] else ''}{r['thread']}: {r['function']}",
+                f"{r['py-spy']:.1f}",
+                f"{r['austin']:.1f}",
+                f"{r['diff']:+.1f}",
+            ]
+            for r in result["rows"]
+        ],
         notes,
     )
 

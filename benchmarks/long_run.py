@@ -2,6 +2,7 @@
 
     python benchmarks/long_run.py                        # 4 ranks, 1000 Hz, 10 minutes
     python benchmarks/long_run.py --minutes 2 --json     # shorter, machine-readable
+    python benchmarks/long_run.py --mode contention --ranks 1   # per-tick states of every thread
 
 Starts `mpiexec -n RANKS python tests/integration/workloads/gil_workload.py` with light work
 (four ranks fit two cores) and samples every rank with
@@ -17,6 +18,8 @@ processes and is not included). Checks:
   holds exactly the count py-spy printed for the i-th window it ran on that rank's pid.
 - memory is bounded by distinct stacks, not duration: the RSS at 1/4, 1/2, 3/4 and the end
   of sampling, and the growth from the first third of the run to the last third.
+- the profile files' size, and that size scaled to 10 minutes of sampling (per rank): the
+  profile is streamed (gilprof.profile/2), so the file grows while the run goes on.
 Exit status: 0 when both checks pass, 1 when one fails, 2 when the run could not be made.
 """
 
@@ -62,6 +65,8 @@ class RankResult:
     distinct_frames: int
     sampled_seconds: float
     sampler_errors: int
+    file_bytes: int
+    file_bytes_per_10_min: int  # file_bytes scaled to 600 s of sampling
 
 
 @dataclass
@@ -69,6 +74,7 @@ class LongRunResult:
     minutes: float
     ranks: int
     rate_hz: int
+    mode: str
     gilprof_exit: int
     sampling_seconds: float  # first py-spy start to gilprof's exit
     rss_mb: dict[str, float]  # at 1/4, 1/2, 3/4 and the end of sampling, and the peak
@@ -96,11 +102,16 @@ def run_as_gilprof(log_path: str, argv: list[str]) -> None:
     lock = threading.Lock()
     log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the whole run
 
-    def recording(self: PySpyBackend, pid: int, settings: Any, seconds: float | None,
-                  stop: threading.Event) -> Any:
+    def recording(
+        self: PySpyBackend, pid: int, settings: Any, seconds: float | None, stop: threading.Event
+    ) -> Any:
         result = original(self, pid, settings, seconds, stop)
-        entry = {"pid": pid, "reported": result.sampler_samples, "errors": result.errors,
-                 "parsed": sum(s.count for s in result.samples)}
+        entry = {
+            "pid": pid,
+            "reported": result.sampler_samples,
+            "errors": result.errors,
+            "parsed": sum(s.count for s in result.samples),
+        }
         with lock:
             log.write(json.dumps(entry) + "\n")
             log.flush()
@@ -145,7 +156,9 @@ def _samplers_running(pid: int) -> bool:
     return False
 
 
-def _watch_rss(proc: subprocess.Popen[Any], timeout: float) -> tuple[list[tuple[float, int]], float]:
+def _watch_rss(
+    proc: subprocess.Popen[Any], timeout: float
+) -> tuple[list[tuple[float, int]], float]:
     """RSS samples (seconds since the first py-spy started, bytes) until `proc` exits."""
     series: list[tuple[float, int]] = []
     started: float | None = None
@@ -180,16 +193,30 @@ def _rank_results(out_dir: Path, log_path: Path) -> list[RankResult]:
         windows = reported.get(profile.target.pid, [])
         counts = [w["reported"] for w in windows]
         unreported = sum(1 for c in counts if c is None)
-        mismatched = sum(1 for got, said in zip(written, counts, strict=False)
-                         if said is not None and got != said) + abs(len(written) - len(counts))
-        results.append(RankResult(
-            rank=profile.target.rank, pid=profile.target.pid, windows=len(written),
-            samples_written=sum(written),
-            samples_reported=None if unreported else sum(c for c in counts if c is not None),
-            windows_mismatched=mismatched, windows_unreported=unreported,
-            distinct_stacks=len(profile.stacks), distinct_frames=len(profile.frames),
-            sampled_seconds=round(profile.sampling.duration_s, 2),
-            sampler_errors=sum(w["errors"] for w in windows)))
+        mismatched = sum(
+            1
+            for got, said in zip(written, counts, strict=False)
+            if said is not None and got != said
+        ) + abs(len(written) - len(counts))
+        results.append(
+            RankResult(
+                rank=profile.target.rank,
+                pid=profile.target.pid,
+                windows=len(written),
+                samples_written=sum(written),
+                samples_reported=None if unreported else sum(c for c in counts if c is not None),
+                windows_mismatched=mismatched,
+                windows_unreported=unreported,
+                distinct_stacks=len(profile.stacks),
+                distinct_frames=len(profile.frames),
+                sampled_seconds=round(profile.sampling.duration_s, 2),
+                sampler_errors=sum(w["errors"] for w in windows),
+                file_bytes=path.stat().st_size,
+                file_bytes_per_10_min=round(
+                    path.stat().st_size * 600 / max(profile.sampling.duration_s, 1e-9)
+                ),
+            )
+        )
     return results
 
 
@@ -201,25 +228,61 @@ def _mean_mb(points: list[tuple[float, int]]) -> float:
     return sum(rss for _, rss in points) / len(points) / 1e6 if points else 0.0
 
 
-def run(minutes: float, ranks: int, rate: int, max_growth_mb: float, workdir: Path) -> LongRunResult:
+def run(
+    minutes: float, ranks: int, rate: int, max_growth_mb: float, workdir: Path, mode: str = "gil"
+) -> LongRunResult:
     from gilprof.sampling.processes import find_binary
 
     seconds = max(1.0, minutes * 60)
     out_dir, log_path = workdir / "profiles", workdir / "windows.jsonl"
     log_path.touch()
-    job = subprocess.Popen([find_binary("mpiexec"), "-n", str(ranks), sys.executable, str(WORKLOAD),
-                            "--duration", str(seconds + 90), *LIGHT_WORK],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, start_new_session=True)
+    job = subprocess.Popen(
+        [
+            find_binary("mpiexec"),
+            "-n",
+            str(ranks),
+            sys.executable,
+            str(WORKLOAD),
+            "--duration",
+            str(seconds + 90),
+            *LIGHT_WORK,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     gilprof: subprocess.Popen[Any] | None = None
     try:
         _wait_for_ranks(job, ranks)
         gilprof = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--as-gilprof", str(log_path), "--",
-             "attach", "--job", str(job.pid), "--ranks", "all", "--rate", str(rate),
-             "-d", f"{seconds:g}", "-q", "-o", str(out_dir)],
-            env=_common.child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(workdir / "gilprof.err", "wb"), start_new_session=True)  # noqa: SIM115
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--as-gilprof",
+                str(log_path),
+                "--",
+                "attach",
+                "--job",
+                str(job.pid),
+                "--ranks",
+                "all",
+                "--rate",
+                str(rate),
+                "--mode",
+                mode,
+                "-d",
+                f"{seconds:g}",
+                "-q",
+                "-o",
+                str(out_dir),
+            ],
+            env=_common.child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(workdir / "gilprof.err", "wb"),  # noqa: SIM115
+            start_new_session=True,
+        )
         series, sampling_s = _watch_rss(gilprof, timeout=seconds + 120)
         exit_code = gilprof.wait()
     finally:
@@ -237,44 +300,79 @@ def run(minutes: float, ranks: int, rate: int, max_growth_mb: float, workdir: Pa
     last = _mean_mb([p for p in series if p[0] >= 2 * third])
     written = sum(r.samples_written for r in per_rank)
     return LongRunResult(
-        minutes=minutes, ranks=ranks, rate_hz=rate, gilprof_exit=exit_code,
+        minutes=minutes,
+        ranks=ranks,
+        rate_hz=rate,
+        mode=mode,
+        gilprof_exit=exit_code,
         sampling_seconds=round(sampling_s, 1),
-        rss_mb={"q1": _rss_at(series, sampling_s / 4), "q2": _rss_at(series, sampling_s / 2),
-                "q3": _rss_at(series, 3 * sampling_s / 4), "end": round(series[-1][1] / 1e6, 1),
-                "peak": round(max(rss for _, rss in series) / 1e6, 1)},
-        rss_first_third_mb=round(first, 1), rss_last_third_mb=round(last, 1),
+        rss_mb={
+            "q1": _rss_at(series, sampling_s / 4),
+            "q2": _rss_at(series, sampling_s / 2),
+            "q3": _rss_at(series, 3 * sampling_s / 4),
+            "end": round(series[-1][1] / 1e6, 1),
+            "peak": round(max(rss for _, rss in series) / 1e6, 1),
+        },
+        rss_first_third_mb=round(first, 1),
+        rss_last_third_mb=round(last, 1),
         rss_growth_mb=round(last - first, 2),
         samples_written=written,
         samples_reported=sum(r.samples_reported or 0 for r in per_rank),
         throughput_samples_per_s=round(written / sampling_s, 1),
-        all_windows_match=all(r.windows and not r.windows_mismatched and not r.windows_unreported
-                              for r in per_rank),
-        memory_bounded=last - first < max_growth_mb, max_growth_mb=max_growth_mb,
+        all_windows_match=all(
+            r.windows and not r.windows_mismatched and not r.windows_unreported for r in per_rank
+        ),
+        memory_bounded=last - first < max_growth_mb,
+        max_growth_mb=max_growth_mb,
         per_rank=per_rank,
         rss_series=[(round(t, 1), round(rss / 1e6, 2)) for t, rss in series],
-        machine=_common.machine_info())
+        machine=_common.machine_info(),
+    )
 
 
 def _print_table(result: LongRunResult) -> None:
-    rows = [[f"rank {r.rank}", str(r.windows), str(r.samples_written),
-             "?" if r.samples_reported is None else str(r.samples_reported),
-             str(r.windows_mismatched + r.windows_unreported), str(r.distinct_stacks),
-             str(r.sampler_errors)] for r in result.per_rank]
+    rows = [
+        [
+            f"rank {r.rank}",
+            str(r.windows),
+            str(r.samples_written),
+            "?" if r.samples_reported is None else str(r.samples_reported),
+            str(r.windows_mismatched + r.windows_unreported),
+            str(r.distinct_stacks),
+            str(r.sampler_errors),
+            _common.megabytes(r.file_bytes),
+            _common.megabytes(r.file_bytes_per_10_min),
+        ]
+        for r in result.per_rank
+    ]
     rss = result.rss_mb
     _common.print_table(
-        f"gilprof attach --ranks all --rate {result.rate_hz}: {result.ranks} ranks, "
+        f"gilprof attach --ranks all --mode {result.mode} --rate {result.rate_hz}: {result.ranks} ranks, "
         f"{result.sampling_seconds:g} s",
-        ["rank", "windows", "written", "py-spy said", "windows off", "stacks", "py-spy errors"],
+        [
+            "rank",
+            "windows",
+            "written",
+            "py-spy said",
+            "windows off",
+            "stacks",
+            "py-spy errors",
+            "file",
+            "file / 10 min",
+        ],
         rows,
-        notes=[f"RSS of gilprof (MB): 1/4 {rss['q1']:.1f}, 1/2 {rss['q2']:.1f}, "
-               f"3/4 {rss['q3']:.1f}, end {rss['end']:.1f}, peak {rss['peak']:.1f}; "
-               f"first third {result.rss_first_third_mb:.1f} -> last third "
-               f"{result.rss_last_third_mb:.1f} ({result.rss_growth_mb:+.2f} MB)",
-               f"throughput: {result.throughput_samples_per_s:.0f} samples/s written "
-               f"({result.samples_written} in total)",
-               f"samples written == py-spy's count in every window: "
-               f"{'yes' if result.all_windows_match else 'NO'}; memory bounded "
-               f"(growth < {result.max_growth_mb:g} MB): {'yes' if result.memory_bounded else 'NO'}"])
+        notes=[
+            f"RSS of gilprof (MB): 1/4 {rss['q1']:.1f}, 1/2 {rss['q2']:.1f}, "
+            f"3/4 {rss['q3']:.1f}, end {rss['end']:.1f}, peak {rss['peak']:.1f}; "
+            f"first third {result.rss_first_third_mb:.1f} -> last third "
+            f"{result.rss_last_third_mb:.1f} ({result.rss_growth_mb:+.2f} MB)",
+            f"throughput: {result.throughput_samples_per_s:.0f} samples/s written "
+            f"({result.samples_written} in total)",
+            f"samples written == py-spy's count in every window: "
+            f"{'yes' if result.all_windows_match else 'NO'}; memory bounded "
+            f"(growth < {result.max_growth_mb:g} MB): {'yes' if result.memory_bounded else 'NO'}",
+        ],
+    )
 
 
 def main() -> None:
@@ -286,8 +384,18 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0, help="sampling time (default 10)")
     parser.add_argument("--ranks", type=int, default=4, help="ranks of the job (default 4)")
     parser.add_argument("--rate", type=int, default=1000, help="samples per second (default 1000)")
-    parser.add_argument("--max-growth-mb", type=float, default=20.0,
-                        help="RSS growth, first third to last third, that still counts as bounded")
+    parser.add_argument(
+        "--mode",
+        default="gil",
+        choices=["gil", "wall", "cpu", "contention"],
+        help="sampling mode (default gil)",
+    )
+    parser.add_argument(
+        "--max-growth-mb",
+        type=float,
+        default=20.0,
+        help="RSS growth, first third to last third, that still counts as bounded",
+    )
     parser.add_argument("--keep", metavar="DIR", help="keep the profiles and logs in DIR")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
@@ -297,7 +405,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="gilprof-long-run-") as tmp:
             workdir = Path(args.keep) if args.keep else Path(tmp)
             workdir.mkdir(parents=True, exist_ok=True)
-            result = run(args.minutes, args.ranks, args.rate, args.max_growth_mb, workdir)
+            result = run(
+                args.minutes, args.ranks, args.rate, args.max_growth_mb, workdir, args.mode
+            )
     except BenchmarkError as exc:
         _common.fail(str(exc))
     if args.json:

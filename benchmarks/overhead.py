@@ -45,10 +45,7 @@ import psutil  # noqa: E402
 from gilprof.errors import GilprofError  # noqa: E402
 from gilprof.profile import Profile  # noqa: E402
 from gilprof.sampling.discover import resolve_target  # noqa: E402
-from gilprof.sampling.processes import (
-    die_with_parent,  # noqa: E402
-    find_binary,  # noqa: E402
-)
+from gilprof.sampling.processes import die_with_parent, find_binary  # noqa: E402
 from gilprof.stats import median_difference_ci, quantiles  # noqa: E402
 from gilprof.steps import StepParser  # noqa: E402
 
@@ -126,8 +123,9 @@ class StepLogTail:
                     record = self._parser.parse_line(raw.decode("utf-8", "replace"))
                     if record is not None:
                         with self._lock:
-                            self._records.append(TimedStep(now, record.iteration,
-                                                           record.host_step_ms))
+                            self._records.append(
+                                TimedStep(now, record.iteration, record.host_step_ms)
+                            )
 
 
 class ExampleJob:
@@ -138,14 +136,33 @@ class ExampleJob:
             raise BenchmarkError(f"example job {SERVER} not found")
         self.log_path = workdir / "rank0-iterations.log"
         self.output_path = workdir / "job-output.txt"
-        argv = [find_binary("mpiexec"), "-n", str(ranks), sys.executable, str(SERVER), "--impl", impl,
-                "--duration", f"{loop_seconds:g}", "--log-file", str(self.log_path)]
-        self.display = (f"mpiexec -n {ranks} python examples/disagg_gen/server.py --impl {impl} "
-                        f"--duration {loop_seconds:g} --log-file LOG")
+        argv = [
+            find_binary("mpiexec"),
+            "-n",
+            str(ranks),
+            sys.executable,
+            str(SERVER),
+            "--impl",
+            impl,
+            "--duration",
+            f"{loop_seconds:g}",
+            "--log-file",
+            str(self.log_path),
+        ]
+        self.display = (
+            f"mpiexec -n {ranks} python examples/disagg_gen/server.py --impl {impl} "
+            f"--duration {loop_seconds:g} --log-file LOG"
+        )
         with open(self.output_path, "wb") as output:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
-                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                         env=_common.child_env(), preexec_fn=die_with_parent)
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=_common.child_env(),
+                preexec_fn=die_with_parent,
+            )
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -155,8 +172,10 @@ class ExampleJob:
         last = "no rank started yet"
         while time.monotonic() < deadline:
             if not self.alive():
-                raise BenchmarkError(f"the job exited (code {self.proc.returncode}) before rank 0 "
-                                     f"started: {self.output_tail()}")
+                raise BenchmarkError(
+                    f"the job exited (code {self.proc.returncode}) before rank 0 "
+                    f"started: {self.output_tail()}"
+                )
             try:
                 return resolve_target(pid=self.proc.pid, rank=0).pid
             except GilprofError as exc:
@@ -173,7 +192,10 @@ class ExampleJob:
 
     def stop(self) -> None:
         try:
-            members = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(recursive=True)]
+            members = [
+                psutil.Process(self.proc.pid),
+                *psutil.Process(self.proc.pid).children(recursive=True),
+            ]
         except psutil.NoSuchProcess:
             members = []
         with suppress(ProcessLookupError, PermissionError):
@@ -274,8 +296,21 @@ class Phase:
 
 
 def attach_command(config: Config, pid: int, seconds: float, output: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "gilprof", "attach", "--pid", str(pid), "-d", f"{seconds:g}",
-           "-q", "-o", str(output), "--rate", str(config.rate_hz)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gilprof",
+        "attach",
+        "--pid",
+        str(pid),
+        "-d",
+        f"{seconds:g}",
+        "-q",
+        "-o",
+        str(output),
+        "--rate",
+        str(config.rate_hz),
+    ]
     return [*cmd, "--blocking"] if config.blocking else cmd
 
 
@@ -287,14 +322,19 @@ def run_phase(config: Config, rank0: int, seconds: float, workdir: Path) -> Phas
     output = workdir / f"{config.key}.json"
     errors = workdir / f"{config.key}.stderr"
     with open(errors, "wb") as stderr:
-        proc = subprocess.Popen(attach_command(config, rank0, seconds, output),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=stderr, env=_common.child_env(),
-                                preexec_fn=die_with_parent)
+        proc = subprocess.Popen(
+            attach_command(config, rank0, seconds, output),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=_common.child_env(),
+            preexec_fn=die_with_parent,
+        )
     watch = SamplerWatch(proc.pid)
     try:
-        code, usage = _common.wait_with_rusage(proc, timeout=seconds * 3 + 60, poll=POLL_S,
-                                               on_poll=watch.poll)
+        code, usage = _common.wait_with_rusage(
+            proc, timeout=seconds * 3 + 60, poll=POLL_S, on_poll=watch.poll
+        )
     finally:
         if proc.returncode is None:  # interrupted: gilprof stops its py-spy on SIGTERM
             proc.terminate()
@@ -305,19 +345,29 @@ def run_phase(config: Config, rank0: int, seconds: float, workdir: Path) -> Phas
                 proc.wait()
     if code != 0 or watch.first is None or watch.last is None:
         message = errors.read_text(errors="replace").strip().splitlines()
-        raise BenchmarkError(f"`gilprof attach` ({config.label}) failed with exit code {code}: "
-                             f"{message[-1] if message else 'no output'}")
+        raise BenchmarkError(
+            f"`gilprof attach` ({config.label}) failed with exit code {code}: "
+            f"{message[-1] if message else 'no output'}"
+        )
     profile = Profile.load(output)
-    return Phase(config, watch.first, watch.last, samples=profile.sampling.samples,
-                 windows=len(profile.windows), errors=profile.sampling.errors, attach_cpu_s=usage.ru_utime + usage.ru_stime,
-                 pyspy_cpu_s=watch.cpu_seconds)
+    return Phase(
+        config,
+        watch.first,
+        watch.last,
+        samples=profile.sampling.samples,
+        windows=len(profile.windows),
+        errors=profile.sampling.errors,
+        attach_cpu_s=usage.ru_utime + usage.ru_stime,
+        pyspy_cpu_s=watch.cpu_seconds,
+    )
 
 
 def assign_steps(phases: list[Phase], steps: list[TimedStep]) -> None:
     """An iteration belongs to the phase that holds at least half of it."""
     for phase in phases:
         phase.steps = [
-            s for s in steps
+            s
+            for s in steps
             if min(s.seen_at, phase.end) - max(s.started_at, phase.start) >= s.host_ms / 2e3
         ]
 
@@ -329,36 +379,61 @@ def _round(value: float | None, digits: int) -> float | None:
 def _phase_row(phase: Phase, origin: float, base_median: float) -> dict[str, Any]:
     values = phase.host_ms()
     median = quantiles(values, [0.5])[0] if values else None
-    return {"key": phase.config.key, "start_s": round(phase.start - origin, 3),
-            "seconds": round(phase.seconds, 3), "iterations": len(values),
-            "median_ms": _round(median, 3),
-            "ratio": None if median is None else round(median / base_median, 4),
-            "samples": phase.samples, "windows": phase.windows, "sampler_errors": phase.errors,
-            "attach_cpu_s": _round(phase.attach_cpu_s, 3), "pyspy_cpu_s": _round(phase.pyspy_cpu_s, 3)}
+    return {
+        "key": phase.config.key,
+        "start_s": round(phase.start - origin, 3),
+        "seconds": round(phase.seconds, 3),
+        "iterations": len(values),
+        "median_ms": _round(median, 3),
+        "ratio": None if median is None else round(median / base_median, 4),
+        "samples": phase.samples,
+        "windows": phase.windows,
+        "sampler_errors": phase.errors,
+        "attach_cpu_s": _round(phase.attach_cpu_s, 3),
+        "pyspy_cpu_s": _round(phase.pyspy_cpu_s, 3),
+    }
 
 
-def _config_row(config: Config, phases: list[Phase], baseline: list[float],
-                base_median: float) -> dict[str, Any]:
+def _config_row(
+    config: Config, phases: list[Phase], baseline: list[float], base_median: float
+) -> dict[str, Any]:
     values = [ms for p in phases for ms in p.host_ms()]
     seconds = sum(p.seconds for p in phases)
     row: dict[str, Any] = {
-        "key": config.key, "label": config.label, "rate_hz": config.rate_hz,
-        "blocking": config.blocking, "phases": len(phases), "seconds": round(seconds, 3),
-        "iterations": len(values), "median_ms": None, "p10_ms": None, "p90_ms": None,
-        "ratio": None, "ratio_ci95": None, "samples_per_s": None, "pyspy_cpu_share": None,
+        "key": config.key,
+        "label": config.label,
+        "rate_hz": config.rate_hz,
+        "blocking": config.blocking,
+        "phases": len(phases),
+        "seconds": round(seconds, 3),
+        "iterations": len(values),
+        "median_ms": None,
+        "p10_ms": None,
+        "p90_ms": None,
+        "ratio": None,
+        "ratio_ci95": None,
+        "samples_per_s": None,
+        "pyspy_cpu_share": None,
     }
     if config.rate_hz is not None and seconds > 0:
         row["samples_per_s"] = round(sum(p.samples or 0 for p in phases) / seconds, 1)
         row["pyspy_cpu_share"] = round(sum(p.pyspy_cpu_s or 0.0 for p in phases) / seconds, 4)
     if values:
         p10, p50, p90 = quantiles(values, [0.1, 0.5, 0.9])
-        row.update(median_ms=round(p50, 3), p10_ms=round(p10, 3), p90_ms=round(p90, 3),
-                   ratio=round(p50 / base_median, 4))
+        row.update(
+            median_ms=round(p50, 3),
+            p10_ms=round(p10, 3),
+            p90_ms=round(p90, 3),
+            ratio=round(p50 / base_median, 4),
+        )
         if config.rate_hz is not None and len(values) >= 2:
             # On log times a difference of medians is the log of their ratio (the median
             # commutes with a monotone map), so the interval's ends are ratios too.
-            diff = median_difference_ci([math.log(max(v, 1e-3)) for v in baseline],
-                                        [math.log(max(v, 1e-3)) for v in values], resamples=1000)
+            diff = median_difference_ci(
+                [math.log(max(v, 1e-3)) for v in baseline],
+                [math.log(max(v, 1e-3)) for v in values],
+                resamples=1000,
+            )
             row["ratio_ci95"] = [round(math.exp(diff.low), 4), round(math.exp(diff.high), 4)]
     return row
 
@@ -369,8 +444,9 @@ def summarize(phases: list[Phase]) -> dict[str, Any]:
     if len(baseline) < 3:
         raise BenchmarkError(f"only {len(baseline)} unsampled iterations; raise --phase-seconds")
     base_median = quantiles(baseline, [0.5])[0]
-    configs = [_config_row(c, [p for p in phases if p.config == c], baseline, base_median)
-               for c in CONFIGS]
+    configs = [
+        _config_row(c, [p for p in phases if p.config == c], baseline, base_median) for c in CONFIGS
+    ]
     phase_rows = [_phase_row(p, phases[0].start, base_median) for p in phases]
     return {
         "baseline_median_ms": round(base_median, 3),
@@ -397,7 +473,10 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     load_before = _common.load_average()
     order = schedule(options.rounds)
     loop_seconds = options.duration or (
-        options.warmup + len(order) * (options.phase_seconds + options.settle + ATTACH_ALLOWANCE_S) + 30)
+        options.warmup
+        + len(order) * (options.phase_seconds + options.settle + ATTACH_ALLOWANCE_S)
+        + 30
+    )
     with tempfile.TemporaryDirectory(prefix="gilprof-overhead-") as tmp:
         workdir = Path(tmp)
         job = ExampleJob(options.ranks, options.impl, loop_seconds, workdir)
@@ -414,7 +493,9 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
             phases = []
             for config in order:
                 if not job.alive():
-                    raise BenchmarkError(f"the job ended before phase {config.label!r}; raise --duration")
+                    raise BenchmarkError(
+                        f"the job ended before phase {config.label!r}; raise --duration"
+                    )
                 phases.append(run_phase(config, rank0, options.phase_seconds, workdir))
                 time.sleep(options.settle)
             if not job.alive():
@@ -427,7 +508,12 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     result = summarize(phases)
     return {
         "benchmark": "overhead",
-        "job": {"command": job.display, "ranks": options.ranks, "impl": options.impl, "loop_seconds": loop_seconds},
+        "job": {
+            "command": job.display,
+            "ranks": options.ranks,
+            "impl": options.impl,
+            "loop_seconds": loop_seconds,
+        },
         "phase_seconds": options.phase_seconds,
         "rounds": options.rounds,
         "order": [c.key for c in order],
@@ -447,52 +533,100 @@ def print_report(result: dict[str, Any]) -> None:
     for r in result["configs"]:
         ci = r["ratio_ci95"]
         ratio = _fmt(r["ratio"], ".3f") + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-        rows.append([r["label"], str(r["phases"]), f"{r['seconds']:.1f}", str(r["iterations"]),
-                     _fmt(r["median_ms"], ".1f"), _fmt(r["p90_ms"], ".1f"), ratio,
-                     _fmt(r["samples_per_s"], ".0f"), _fmt(r["pyspy_cpu_share"], ".1%")])
+        rows.append(
+            [
+                r["label"],
+                str(r["phases"]),
+                f"{r['seconds']:.1f}",
+                str(r["iterations"]),
+                _fmt(r["median_ms"], ".1f"),
+                _fmt(r["p90_ms"], ".1f"),
+                ratio,
+                _fmt(r["samples_per_s"], ".0f"),
+                _fmt(r["pyspy_cpu_share"], ".1%"),
+            ]
+        )
     _common.print_table(
         f"gilprof attach overhead on rank 0 ({result['job']['command']})",
-        ["configuration", "phases", "s", "iters", "median ms", "p90 ms", "ratio [95% CI]", "samples/s", "py-spy CPU"],
+        [
+            "configuration",
+            "phases",
+            "s",
+            "iters",
+            "median ms",
+            "p90 ms",
+            "ratio [95% CI]",
+            "samples/s",
+            "py-spy CPU",
+        ],
         rows,
-        notes=[f"order: {', '.join(result['order'])}",
-               f"unsampled median {result['baseline_median_ms']:.1f} ms over "
-               f"{result['baseline_iterations']} iterations; ratio = median / unsampled median",
-               "noise floor: each unsampled phase's median / unsampled median: "
-               + ", ".join(_fmt(r, ".3f") for r in result["unsampled_phase_ratios"]),
-               "samples/s: GIL-held samples recorded per second (gil mode records a tick "
-               "only when a thread holds the GIL)",
-               "py-spy CPU = CPU time of the phase's py-spy processes / phase seconds "
-               "(one core = 100%)",
-               f"{result['machine']['cpus']} CPUs; load average before {result['load_before']}, "
-               f"after {result['load_after']}"],
+        notes=[
+            f"order: {', '.join(result['order'])}",
+            f"unsampled median {result['baseline_median_ms']:.1f} ms over "
+            f"{result['baseline_iterations']} iterations; ratio = median / unsampled median",
+            "noise floor: each unsampled phase's median / unsampled median: "
+            + ", ".join(_fmt(r, ".3f") for r in result["unsampled_phase_ratios"]),
+            "samples/s: GIL-held samples recorded per second (gil mode records a tick "
+            "only when a thread holds the GIL)",
+            "py-spy CPU = CPU time of the phase's py-spy processes / phase seconds "
+            "(one core = 100%)",
+            f"{result['machine']['cpus']} CPUs; load average before {result['load_before']}, "
+            f"after {result['load_after']}",
+        ],
     )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--phase-seconds", type=float, default=8.0,
-                        help="seconds each phase samples (or runs unsampled); default 8")
-    parser.add_argument("--duration", type=float, default=None,
-                        help="the job's loop seconds (default: long enough for all phases)")
-    parser.add_argument("--warmup", type=float, default=3.0,
-                        help="seconds after rank 0's first iteration before the first phase")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="repeat the sampled configurations this many times, each round "
-                             "after an unsampled phase (default 1)")
-    parser.add_argument("--settle", type=float, default=1.0, help="unmeasured seconds between phases")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--phase-seconds",
+        type=float,
+        default=8.0,
+        help="seconds each phase samples (or runs unsampled); default 8",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="the job's loop seconds (default: long enough for all phases)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=3.0,
+        help="seconds after rank 0's first iteration before the first phase",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="repeat the sampled configurations this many times, each round "
+        "after an unsampled phase (default 1)",
+    )
+    parser.add_argument(
+        "--settle", type=float, default=1.0, help="unmeasured seconds between phases"
+    )
     parser.add_argument("--ranks", type=int, default=4, help="MPI ranks (default 4)")
     parser.add_argument("--impl", default="before", help="the example's --impl (default before)")
-    parser.add_argument("--quick", action="store_true",
-                        help="1.5 s phases, 1 s warm-up, 0.5 s settle: a smoke run")
+    parser.add_argument(
+        "--quick", action="store_true", help="1.5 s phases, 1 s warm-up, 0.5 s settle: a smoke run"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     options = parser.parse_args(argv)
     if options.quick:
         options.phase_seconds, options.warmup, options.settle, options.rounds = 1.5, 1.0, 0.5, 1
-    if options.phase_seconds <= 0 or options.warmup < 0 or options.settle < 0 \
-            or options.ranks < 1 or options.rounds < 1:
-        parser.error("--phase-seconds must be > 0, --warmup and --settle >= 0, "
-                     "--ranks and --rounds >= 1")
+    if (
+        options.phase_seconds <= 0
+        or options.warmup < 0
+        or options.settle < 0
+        or options.ranks < 1
+        or options.rounds < 1
+    ):
+        parser.error(
+            "--phase-seconds must be > 0, --warmup and --settle >= 0, --ranks and --rounds >= 1"
+        )
     return options
 
 

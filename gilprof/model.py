@@ -102,6 +102,8 @@ class Target:
     hostname: str = ""
     python: str = ""
     cmdline: tuple[str, ...] = ()
+    role: str | None = None  # gen, ctx, ... (gilprof.sampling.roles)
+    role_source: str | None = None  # where the role was read
 
 
 @dataclass(frozen=True)
@@ -123,3 +125,5 @@ class SamplingInfo:
     partial_reason: str | None = None
     started_at: str = ""
     messages: tuple[str, ...] = field(default=())
+    # the sampler's scheduling: "SCHED_FIFO 10", or "normal (why)" (see backends.base)
+    priority: str = ""

@@ -6,11 +6,14 @@ import re
 from collections.abc import Sequence
 
 REDACTED = "<redacted>"
-_SECRET_WORDS = r"(api[-_]?key|token|secret|passw(or)?d|credential|auth|private[-_]?key|access[-_]?key)"
+_SECRET_WORDS = (
+    r"(api[-_]?key|token|secret|passw(or)?d|credential|auth|private[-_]?key|access[-_]?key)"
+)
 _SECRET_FLAG = re.compile(rf"^--?[\w.-]*{_SECRET_WORDS}[\w.-]*$", re.IGNORECASE)
 _SECRET_FLAG_VALUE = re.compile(rf"^(--?[\w.-]*{_SECRET_WORDS}[\w.-]*)=.*$", re.IGNORECASE)
-_SECRET_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD))=.*$",
-                                re.IGNORECASE)
+_SECRET_ASSIGNMENT = re.compile(
+    r"^([A-Za-z_][A-Za-z0-9_]*(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD))=.*$", re.IGNORECASE
+)
 
 
 def redact_cmdline(args: Sequence[str]) -> tuple[str, ...]:

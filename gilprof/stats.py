@@ -220,8 +220,9 @@ def ratio_mean_ci(
     windows = len(numerators)
     if windows < 2:
         return Estimate(value, -math.inf, math.inf, math.inf, 0.0)
-    residuals = [(num - value * den) / total_den
-                 for num, den in zip(numerators, denominators, strict=True)]
+    residuals = [
+        (num - value * den) / total_den for num, den in zip(numerators, denominators, strict=True)
+    ]
     residual_sq = math.fsum(r * r for r in residuals)
     # Neighbouring windows are still correlated when a share drifts (a phase of heavy load
     # lasts several windows). Batch means assume independent batches; inflate the variance

@@ -50,9 +50,12 @@ GAP_S = 20e-6  # a compute iteration takes ~1 us: a longer silence means the thr
 CHECKPOINT_S = 0.05  # progress/CPU-time checkpoints, for the pause overhead and the CPU truth
 PLANT_PERIOD_S = 0.05
 PLANTED_SHARES = {"planted_20pct": 0.20, "planted_5pct": 0.05, "planted_1pct": 0.01}
+WATCHED = (*PLANTED_SHARES, "burst_fn")  # functions whose share of wall time is recorded
 SLEEPER_NAP_S = 0.004  # GIL released in time.sleep
 SLEEPER_WORK_S = 0.0003  # Python work between naps (well under the 5 ms switch interval)
 ZLIB_BLOCK = 1 << 18
+BURST_NAP_S = 0.004  # burst workload: asleep, then
+BURST_WORK_S = 0.0003  # burst_fn: 0.3 ms of Python (the issue's measured miss: 0.3% vs 3%)
 
 Interval = tuple[float, float]
 
@@ -71,8 +74,14 @@ class Recorder:
     next_checkpoint: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "runs": self.runs, "naps": self.naps, "nap_kind": self.nap_kind,
-                "calls": self.calls, "checkpoints": self.checkpoints}
+        return {
+            "name": self.name,
+            "runs": self.runs,
+            "naps": self.naps,
+            "nap_kind": self.nap_kind,
+            "calls": self.calls,
+            "checkpoints": self.checkpoints,
+        }
 
 
 STOP = [False]  # a list, not an Event: the hot loop must not call a Python method to check it
@@ -118,6 +127,27 @@ def sleeper(rec: Recorder) -> None:
         rec.naps.append((t0, t0 + SLEEPER_NAP_S, now()))
 
 
+def burst_fn(rec: Recorder, until: float) -> None:
+    compute(rec, until)
+
+
+def burster(rec: Recorder) -> None:
+    """burst_fn for BURST_WORK_S after each BURST_NAP_S sleep: a request-ingress thread. The
+    GIL comes back after the sleep by a forced switch from the spinner, and the burst ends
+    before the spinner may ask for it back (5 ms switch interval), so each burst is one
+    uninterrupted hold shorter than a millisecond: the case a late-waking sampler misses."""
+    rec.nap_kind = "idle"
+    now = time.perf_counter
+    calls = rec.calls.setdefault("burst_fn", [])
+    while not STOP[0]:
+        t0 = now()
+        burst_fn(rec, t0 + BURST_WORK_S)
+        t1 = now()
+        calls.append((t0, t1))
+        time.sleep(BURST_NAP_S)
+        rec.naps.append((t1, t1 + BURST_NAP_S, now()))
+
+
 def compressor(rec: Recorder) -> None:
     rec.nap_kind = "native"
     now, cpu = time.perf_counter, time.thread_time
@@ -150,8 +180,10 @@ def planted_loop(rec: Recorder) -> None:
     rec.nap_kind = "idle"
     now = time.perf_counter
     functions: list[tuple[Callable[[Recorder, float], None], float]] = [
-        (planted_20pct, PLANTED_SHARES["planted_20pct"]), (planted_5pct, PLANTED_SHARES["planted_5pct"]),
-        (planted_1pct, PLANTED_SHARES["planted_1pct"])]
+        (planted_20pct, PLANTED_SHARES["planted_20pct"]),
+        (planted_5pct, PLANTED_SHARES["planted_5pct"]),
+        (planted_1pct, PLANTED_SHARES["planted_1pct"]),
+    ]
     for function, _ in functions:
         rec.calls[function.__name__] = []
     period_start = now()
@@ -175,6 +207,7 @@ WORKLOADS: dict[str, list[tuple[str, Callable[[Recorder], None]]]] = {
     "spin4": [(f"spin-{i}", spinner) for i in range(4)],
     "sleeper": [("spin-0", spinner), ("sleeper", sleeper)],
     "zlib": [("spin-0", spinner), ("zlib", compressor)],
+    "burst": [("spin-0", spinner), ("burst", burster)],
     "planted": [("planted-loop", planted_loop)],
 }
 DESCRIPTIONS = {
@@ -183,6 +216,7 @@ DESCRIPTIONS = {
     "spin4": "four threads contending for the GIL",
     "sleeper": "time.sleep releases the GIL while another thread computes",
     "zlib": "zlib.compress releases the GIL while another thread computes (needs 2 cores)",
+    "burst": "burst_fn holds the GIL 0.3 ms after each 4 ms sleep, beside a spinner",
     "planted": "planted functions at 20%, 5%, 1% of wall time, one Python thread",
 }
 
@@ -199,8 +233,10 @@ def _tight_timer_slack() -> None:
 def run_target(name: str, max_seconds: float) -> dict[str, Any]:
     _tight_timer_slack()
     recorders = [Recorder(thread) for thread, _ in WORKLOADS[name]]
-    threads = [threading.Thread(target=body, args=(rec,), name=rec.name, daemon=True)
-               for rec, (_, body) in zip(recorders, WORKLOADS[name], strict=True)]
+    threads = [
+        threading.Thread(target=body, args=(rec,), name=rec.name, daemon=True)
+        for rec, (_, body) in zip(recorders, WORKLOADS[name], strict=True)
+    ]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -210,11 +246,17 @@ def run_target(name: str, max_seconds: float) -> dict[str, Any]:
     STOP[0] = True
     for thread in threads:
         thread.join()
-    return {"workload": name, "python": sys.version.split()[0], "started": started,
-            "ended": time.perf_counter(), "threads": [r.to_dict() for r in recorders]}
+    return {
+        "workload": name,
+        "python": sys.version.split()[0],
+        "started": started,
+        "ended": time.perf_counter(),
+        "threads": [r.to_dict() for r in recorders],
+    }
 
 
 # -- truth over an interval -----------------------------------------------------------------
+
 
 def _clip(intervals: Sequence[Interval], windows: Sequence[Interval]) -> float:
     """Seconds of `intervals` that fall inside `windows` (both sorted or not)."""
@@ -255,8 +297,9 @@ class Truth:
     blame: dict[tuple[str, str], float]  # (waiter, holder) -> share of wall; spinner waiters
 
 
-def _checkpoint_sums(marks: Sequence[Sequence[float]], windows: Sequence[Interval]
-                     ) -> tuple[float, float, float]:
+def _checkpoint_sums(
+    marks: Sequence[Sequence[float]], windows: Sequence[Interval]
+) -> tuple[float, float, float]:
     """(CPU seconds, iterations, seconds) inside `windows`, pro rata between checkpoints."""
     cpu = iters = seconds = 0.0
     for (t0, n0, c0), (t1, n1, c1) in itertools.pairwise(marks):
@@ -308,17 +351,30 @@ def truth_over(record: dict[str, Any], windows: Sequence[Interval]) -> Truth:
         nap_wait = _clip([(n, e) for _, n, e in t["naps"]], windows) / wall
         cpu, _, seconds = _checkpoint_sums(t["checkpoints"], windows)
         out[name] = ThreadTruth(
-            name, share, _clip(before[name], windows) / wall, _clip(after[name], windows) / wall,
+            name,
+            share,
+            _clip(before[name], windows) / wall,
+            _clip(after[name], windows) / wall,
             nap_wait if t["naps"] else 1.0 - share,
             released if t["nap_kind"] == "idle" else 0.0,
             released if t["nap_kind"] == "native" else 0.0,
-            cpu / seconds if seconds > 0 else None)
-    functions = {fn: _clip(calls, windows) / wall for t in threads.values()
-                 for fn, calls in t["calls"].items()}
+            cpu / seconds if seconds > 0 else None,
+        )
+    functions = {
+        fn: _clip(calls, windows) / wall
+        for t in threads.values()
+        for fn, calls in t["calls"].items()
+    }
     spinners = [name for name, t in threads.items() if not t["naps"]]
     blame = {(w, h): out[h].held for w in spinners for h in out if h != w}
-    return Truth(wall, sum(th.held for th in out.values()),
-                 sum(th.handoff_after for th in out.values()), out, functions, blame)
+    return Truth(
+        wall,
+        sum(th.held for th in out.values()),
+        sum(th.handoff_after for th in out.values()),
+        out,
+        functions,
+        blame,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -85,13 +85,21 @@ class Attribution:
         return self.duration_s / self.ticks if self.ticks else 0.0
 
 
-def attribute(profile: Profile, *, by_thread: bool = False, lines: bool = False,
-              thread_pattern: str | None = None, watch: Iterable[str] = DEFAULT_WATCH,
-              top: int | None = None, table: WindowTable | None = None) -> Attribution:
+def attribute(
+    profile: Profile,
+    *,
+    by_thread: bool = False,
+    lines: bool = False,
+    thread_pattern: str | None = None,
+    watch: Iterable[str] = DEFAULT_WATCH,
+    top: int | None = None,
+    table: WindowTable | None = None,
+) -> Attribution:
     """Shares of `profile` (from `table` when the caller built one with the same options)."""
     if table is None:
-        table = build_table(profile, by_thread=by_thread, lines=lines,
-                            thread_pattern=thread_pattern, watch=watch)
+        table = build_table(
+            profile, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern, watch=watch
+        )
     mode = profile.sampling.mode
     ticks = profile.sampling.ticks
     duration = profile.sampling.duration_s
@@ -104,26 +112,51 @@ def attribute(profile: Profile, *, by_thread: bool = False, lines: bool = False,
         return share(count) * duration
 
     functions = sorted(
-        (FunctionShare(FunctionKey(*key), table.self_.get(key, 0), total,
-                       share(table.self_.get(key, 0)), share(total),
-                       seconds(table.self_.get(key, 0)), seconds(total))
-         for key, total in table.total.items()),
+        (
+            FunctionShare(
+                FunctionKey(*key),
+                table.self_.get(key, 0),
+                total,
+                share(table.self_.get(key, 0)),
+                share(total),
+                seconds(table.self_.get(key, 0)),
+                seconds(total),
+            )
+            for key, total in table.total.items()
+        ),
         key=lambda f: (-f.total_samples, -f.self_samples, f.key.name, f.key.file, f.key.line),
     )
     if top is not None:
         functions = functions[:top]
     threads = sorted(
-        (ThreadShare(tid, thread_label(profile, tid), n, share(n))
-         for tid, n in table.held.items()
-         if allowed is None or tid in allowed),
+        (
+            ThreadShare(tid, thread_label(profile, tid), n, share(n))
+            for tid, n in table.held.items()
+            if allowed is None or tid in allowed
+        ),
         key=lambda t: (-t.samples, t.tid),
     )
     watched = tuple(
-        WatchResult(name, table.watch_total[name] > 0, share(table.watch_self[name]),
-                    share(table.watch_total[name]), seconds(table.watch_self[name]),
-                    seconds(table.watch_total[name]), tuple(sorted(table.watch_matched[name])))
+        WatchResult(
+            name,
+            table.watch_total[name] > 0,
+            share(table.watch_self[name]),
+            share(table.watch_total[name]),
+            seconds(table.watch_self[name]),
+            seconds(table.watch_total[name]),
+            tuple(sorted(table.watch_matched[name])),
+        )
         for name in table.watch_total
     )
     utilization = share(table.samples) if mode.knows_gil else None
-    return Attribution(mode, ticks, duration, table.samples, utilization, tuple(threads),
-                       tuple(functions), watched, table.per_thread)
+    return Attribution(
+        mode,
+        ticks,
+        duration,
+        table.samples,
+        utilization,
+        tuple(threads),
+        tuple(functions),
+        watched,
+        table.per_thread,
+    )

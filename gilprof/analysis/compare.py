@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gilprof.analysis.attribution import DEFAULT_WATCH
+from gilprof.analysis.empty import refuse_empty
 from gilprof.analysis.table import Series, WindowTable, build_table
 from gilprof.errors import UsageError
 from gilprof.model import Mode
@@ -45,10 +46,19 @@ class StepsChange:
     device_p50: Difference | None
     host_p90_before: float
     host_p90_after: float
-    verdict_before: str
-    verdict_after: str
+    reading_before: str  # the steps ratio reading (gilprof.steps), not a host/device verdict
+    reading_after: str
     ratio_before: float | None
     ratio_after: float | None
+
+    # Old names (before the reading replaced the log-only verdict), for existing readers.
+    @property
+    def verdict_before(self) -> str:
+        return self.reading_before
+
+    @property
+    def verdict_after(self) -> str:
+        return self.reading_after
 
 
 @dataclass(frozen=True)
@@ -121,27 +131,45 @@ class _Side:
         return self._self.get(key, 0) / self.total_ticks if self.total_ticks else 0.0
 
 
-def _change(before: _Side, after: _Side, key: Key, confidence: float, name: str,
-            file: str, thread: str | None) -> ShareChange:
+def _change(
+    before: _Side,
+    after: _Side,
+    key: Key,
+    confidence: float,
+    name: str,
+    file: str,
+    thread: str | None,
+) -> ShareChange:
     b_num, b_den = before.series(key)
     a_num, a_den = after.series(key)
     diff = ratio_difference_ci(b_num, b_den, a_num, a_den, confidence)
     skey = (key[0], key[1], key[3])
-    return ShareChange(name, file, thread, diff, before.self_share(skey), after.self_share(skey),
-                       verdict(diff))
+    return ShareChange(
+        name, file, thread, diff, before.self_share(skey), after.self_share(skey), verdict(diff)
+    )
 
 
-def compare_profiles(before: Profile, after: Profile, *, by_thread: bool = False,
-                     watch: Iterable[str] = DEFAULT_WATCH, top: int | None = 30,
-                     confidence: float = 0.95, max_batches: int = 30,
-                     steps_before: RankSteps | None = None, steps_after: RankSteps | None = None,
-                     ) -> Comparison:
+def compare_profiles(
+    before: Profile,
+    after: Profile,
+    *,
+    by_thread: bool = False,
+    watch: Iterable[str] = DEFAULT_WATCH,
+    top: int | None = 30,
+    confidence: float = 0.95,
+    max_batches: int = 30,
+    steps_before: RankSteps | None = None,
+    steps_after: RankSteps | None = None,
+) -> Comparison:
     if before.sampling.mode is not after.sampling.mode:
-        raise UsageError(f"cannot compare a {before.sampling.mode}-mode profile with a "
-                         f"{after.sampling.mode}-mode one")
+        raise UsageError(
+            f"cannot compare a {before.sampling.mode}-mode profile with a "
+            f"{after.sampling.mode}-mode one"
+        )
     for side, profile in (("before", before), ("after", after)):
         if not profile.windows or profile.sampling.ticks <= 0:
             raise UsageError(f"the {side} profile has no samples ({profile.label})")
+        refuse_empty(profile, f"the {side} profile")
     watch_names = tuple(dict.fromkeys(watch))
     b = _Side(before, by_thread, watch_names, max_batches)
     a = _Side(after, by_thread, watch_names, max_batches)
@@ -150,14 +178,21 @@ def compare_profiles(before: Profile, after: Profile, *, by_thread: bool = False
     utilization = None
     if gil_mode:
         utilization = _change(b, a, ("<gil>", "", 0, None), confidence, "GIL utilization", "", None)
-    threads = tuple(sorted(
-        (_change(b, a, key, confidence, key[3] or "?", "", key[3])
-         for key in (b.keys | a.keys) if key[0] == "<held>" and key[1] == ""),
-        key=lambda c: -max(c.total.before, c.total.after)))
+    threads = tuple(
+        sorted(
+            (
+                _change(b, a, key, confidence, key[3] or "?", "", key[3])
+                for key in (b.keys | a.keys)
+                if key[0] == "<held>" and key[1] == ""
+            ),
+            key=lambda c: -max(c.total.before, c.total.after),
+        )
+    )
     function_keys = [k for k in (b.keys | a.keys) if not _is_pseudo(k)]
-    functions = sorted((_change(b, a, key, confidence, key[0], key[1], key[3])
-                        for key in function_keys),
-                       key=lambda c: (-max(c.total.before, c.total.after), c.name, c.file))
+    functions = sorted(
+        (_change(b, a, key, confidence, key[0], key[1], key[3]) for key in function_keys),
+        key=lambda c: (-max(c.total.before, c.total.after), c.name, c.file),
+    )
     if top is not None:
         functions = functions[:top]
     watched = []
@@ -167,18 +202,38 @@ def compare_profiles(before: Profile, after: Profile, *, by_thread: bool = False
     steps = None
     if steps_before is not None and steps_after is not None:
         steps = compare_steps(steps_before, steps_after, confidence)
-    return Comparison(before.label, after.label, before.sampling.mode, confidence, utilization,
-                      threads, tuple(functions), tuple(watched), steps, (b.batches, a.batches))
+    return Comparison(
+        before.label,
+        after.label,
+        before.sampling.mode,
+        confidence,
+        utilization,
+        threads,
+        tuple(functions),
+        tuple(watched),
+        steps,
+        (b.batches, a.batches),
+    )
 
 
 def compare_steps(before: RankSteps, after: RankSteps, confidence: float = 0.95) -> StepsChange:
     # 1000 resamples: the bootstrap costs resamples x n log n, and logs can be long.
-    host = median_difference_ci(list(before.host_ms), list(after.host_ms), confidence=confidence,
-                                resamples=1000)
+    host = median_difference_ci(
+        list(before.host_ms), list(after.host_ms), confidence=confidence, resamples=1000
+    )
     device = None
     if len(before.device_ms) and len(after.device_ms):
-        device = median_difference_ci(list(before.device_ms), list(after.device_ms),
-                                      confidence=confidence, resamples=1000)
-    return StepsChange(before.rank, host, device, before.host_step_ms.p90, after.host_step_ms.p90,
-                       before.verdict, after.verdict, before.device_host_ratio,
-                       after.device_host_ratio)
+        device = median_difference_ci(
+            list(before.device_ms), list(after.device_ms), confidence=confidence, resamples=1000
+        )
+    return StepsChange(
+        before.rank,
+        host,
+        device,
+        before.host_step_ms.p90,
+        after.host_step_ms.p90,
+        before.reading,
+        after.reading,
+        before.device_host_ratio,
+        after.device_host_ratio,
+    )

@@ -120,15 +120,23 @@ def analyze(profile: object) -> Contention:
             for tid, stack in waiters:
                 name = thread_label(profile, tid)
                 where = func_of(stack)
-                site = (name, where.name if where else "?", os.path.basename(where.file) if where else "")
+                site = (
+                    name,
+                    where.name if where else "?",
+                    os.path.basename(where.file) if where else "",
+                )
                 wait_sites[site] = wait_sites.get(site, 0.0) + dt
                 if not holders:
                     key = (name, NO_HOLDER, "", "")
                     blame[key] = blame.get(key, 0.0) + dt
                 for htid, hstack in holders:
                     hf = func_of(hstack)
-                    key = (name, thread_label(profile, htid), hf.name if hf else "?",
-                           os.path.basename(hf.file) if hf else "")
+                    key = (
+                        name,
+                        thread_label(profile, htid),
+                        hf.name if hf else "?",
+                        os.path.basename(hf.file) if hf else "",
+                    )
                     blame[key] = blame.get(key, 0.0) + dt / len(holders)
 
     def share(seconds: float) -> float:
@@ -136,14 +144,24 @@ def analyze(profile: object) -> Contention:
 
     threads = []
     for tid, states in per_state.items():
-        threads.append(ThreadContention(
-            tid, thread_label(profile, tid),
-            share(states.get(ThreadState.HELD, 0.0)), share(states.get(ThreadState.WAITING, 0.0)),
-            share(states.get(ThreadState.NATIVE, 0.0)), share(states.get(ThreadState.IDLE, 0.0)),
-            share(states.get(ThreadState.UNCLASSIFIED, 0.0))))
+        threads.append(
+            ThreadContention(
+                tid,
+                thread_label(profile, tid),
+                share(states.get(ThreadState.HELD, 0.0)),
+                share(states.get(ThreadState.WAITING, 0.0)),
+                share(states.get(ThreadState.NATIVE, 0.0)),
+                share(states.get(ThreadState.IDLE, 0.0)),
+                share(states.get(ThreadState.UNCLASSIFIED, 0.0)),
+            )
+        )
     threads.sort(key=lambda t: (-(t.held_share + t.wait_share), t.tid))
-    sites = sorted((WaitSite(t, f, file, share(v)) for (t, f, file), v in wait_sites.items()),
-                   key=lambda w: -w.share)
-    blamed = sorted((Blame(w, h, f, file, share(v)) for (w, h, f, file), v in blame.items()),
-                    key=lambda b: -b.share)
+    sites = sorted(
+        (WaitSite(t, f, file, share(v)) for (t, f, file), v in wait_sites.items()),
+        key=lambda w: -w.share,
+    )
+    blamed = sorted(
+        (Blame(w, h, f, file, share(v)) for (w, h, f, file), v in blame.items()),
+        key=lambda b: -b.share,
+    )
     return Contention(total, share(held_any), tuple(threads), tuple(sites), tuple(blamed))

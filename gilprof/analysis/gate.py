@@ -7,13 +7,13 @@ that is only counted when it is statistically significant (gilprof.analysis.comp
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from gilprof.analysis.attribution import attribute
 from gilprof.analysis.compare import compare_profiles
+from gilprof.analysis.empty import refuse_empty
 from gilprof.errors import UsageError
 from gilprof.profile import Profile
 from gilprof.steps import RankSteps
@@ -59,8 +59,12 @@ def merge_budgets(layers: list[GateBudgets]) -> GateBudgets:
         utilization = _pick(layer.max_utilization, utilization)
         host_p50 = _pick(layer.max_host_step_p50_ms, host_p50)
         regression = _pick(layer.max_regression, regression)
-    return GateBudgets(max_share=dict(shares), max_utilization=utilization,
-                       max_host_step_p50_ms=host_p50, max_regression=regression)
+    return GateBudgets(
+        max_share=dict(shares),
+        max_utilization=utilization,
+        max_host_step_p50_ms=host_p50,
+        max_regression=regression,
+    )
 
 
 def _pick(new: float | None, old: float | None) -> float | None:
@@ -92,65 +96,161 @@ class GateResult:
         return tuple(r for r in self.results if not r.passed)
 
 
-def evaluate(profile: Profile, budgets: GateBudgets, *, baseline: Profile | None = None,
-             steps: RankSteps | None = None, min_share: float = 2.0) -> GateResult:
+NEVER_SEEN = "never seen in the profile"
+
+
+def evaluate(
+    profile: Profile,
+    budgets: GateBudgets,
+    *,
+    baseline: Profile | None = None,
+    steps: RankSteps | None = None,
+    min_share: float = 2.0,
+    allow_missing: bool = False,
+    max_new_share: float = 25.0,
+) -> GateResult:
     """Check every set budget; `min_share` (percent) keeps tiny, noisy functions out of the
-    regression budget."""
+    regression budget.
+
+    A max-share budget naming a function the profile never saw fails (a misspelt name would
+    otherwise pass forever) unless `allow_missing`. For the regression budget a function
+    absent from the baseline is new, not an infinite regression: see `_regression`.
+    """
     if budgets.is_empty():
-        raise UsageError("no budgets given: use --max-share, --max-utilization, --max-regression, "
-                         "--max-host-step-p50 or --budget FILE")
+        raise UsageError(
+            "no budgets given: use --max-share, --max-utilization, --max-regression, "
+            "--max-host-step-p50 or --budget FILE"
+        )
+    refuse_empty(profile, "the profile")
     results: list[BudgetResult] = []
     attribution = attribute(profile, watch=tuple(budgets.max_share))
     by_watch = {w.function: w for w in attribution.watch}
     for function, limit in budgets.max_share.items():
         w = by_watch[function]
         measured = 100 * w.total_share
-        detail = "" if w.found else "never seen in the profile"
-        results.append(BudgetResult(f"max-share:{function}", f"total GIL share of {function}",
-                                    measured, limit, "%", measured <= limit, detail))
+        detail = (
+            ""
+            if w.found
+            else (
+                NEVER_SEEN
+                + (
+                    ": allowed by --allow-missing"
+                    if allow_missing
+                    else ": check its spelling (--allow-missing to pass)"
+                )
+            )
+        )
+        results.append(
+            BudgetResult(
+                f"max-share:{function}",
+                f"total GIL share of {function}",
+                measured,
+                limit,
+                "%",
+                measured <= limit and (w.found or allow_missing),
+                detail,
+            )
+        )
     if budgets.max_utilization is not None:
         if not profile.sampling.mode.knows_gil:
-            raise UsageError(f"--max-utilization needs a gil-mode profile; this one is "
-                             f"{profile.sampling.mode} mode")
+            raise UsageError(
+                f"--max-utilization needs a gil-mode profile; this one is "
+                f"{profile.sampling.mode} mode"
+            )
         measured = 100 * (attribution.utilization or 0.0)
-        results.append(BudgetResult("max-utilization", "GIL utilization", measured,
-                                    budgets.max_utilization, "%",
-                                    measured <= budgets.max_utilization))
+        results.append(
+            BudgetResult(
+                "max-utilization",
+                "GIL utilization",
+                measured,
+                budgets.max_utilization,
+                "%",
+                measured <= budgets.max_utilization,
+            )
+        )
     if budgets.max_host_step_p50_ms is not None:
         if steps is None:
             raise UsageError("--max-host-step-p50 needs an iteration log (--steps LOG)")
         measured = steps.host_step_ms.p50
-        results.append(BudgetResult("max-host-step-p50", f"host step p50, rank {steps.rank}",
-                                    measured, budgets.max_host_step_p50_ms, "ms",
-                                    measured <= budgets.max_host_step_p50_ms,
-                                    f"{steps.iterations} iterations"))
+        results.append(
+            BudgetResult(
+                "max-host-step-p50",
+                f"host step p50, rank {steps.rank}",
+                measured,
+                budgets.max_host_step_p50_ms,
+                "ms",
+                measured <= budgets.max_host_step_p50_ms,
+                f"{steps.iterations} iterations",
+            )
+        )
     if budgets.max_regression is not None:
         if baseline is None:
             raise UsageError("--max-regression needs a baseline profile (--baseline PROFILE)")
-        results.append(_regression(baseline, profile, budgets, min_share))
+        results.append(_regression(baseline, profile, budgets, min_share, max_new_share))
     return GateResult(profile.label, tuple(results))
 
 
-def _regression(baseline: Profile, profile: Profile, budgets: GateBudgets,
-                min_share: float) -> BudgetResult:
+def _regression(
+    baseline: Profile,
+    profile: Profile,
+    budgets: GateBudgets,
+    min_share: float,
+    max_new_share: float,
+) -> BudgetResult:
+    """Significant relative increases beyond the limit fail; so do new functions that are
+    large on their own.
+
+    A function absent from the baseline has no relative change. It is usually a replacement
+    (a fix renames or rewrites a function) that moves GIL time rather than adding it, and
+    time added in total shows in the GIL utilization row. So a new function is reported as
+    new and fails only when its share's lower confidence bound reaches `max_new_share`
+    percent of ticks: too large on its own to be waved through.
+    """
     limit = budgets.max_regression or 0.0
     comparison = compare_profiles(baseline, profile, watch=tuple(budgets.max_share), top=None)
-    rows = ([comparison.utilization] if comparison.utilization else []) + \
-        list(comparison.watch) + list(comparison.functions)
+    rows = (
+        ([comparison.utilization] if comparison.utilization else [])
+        + list(comparison.watch)
+        + list(comparison.functions)
+    )
     offenders = []
+    new = []
     worst = 0.0
     floor = min_share / 100
     for row in rows:
         d = row.total
         if max(d.before, d.after) < floor or not d.significant or d.delta <= 0:
             continue
-        relative = math.inf if not d.before else 100 * d.delta / d.before
+        if not d.before:
+            if d.low >= max_new_share / 100:
+                offenders.append(f"{row.name} new at {100 * d.after:.1f}% (>= {max_new_share:g}%)")
+            else:
+                new.append(f"{row.name} {100 * d.after:.1f}%")
+            continue
+        relative = 100 * d.delta / d.before
         worst = max(worst, relative)
         if relative > limit:
-            offenders.append(f"{row.name} {100 * d.before:.1f}% -> {100 * d.after:.1f}% "
-                             f"(+{relative:.0f}%)" if math.isfinite(relative) else
-                             f"{row.name} new at {100 * d.after:.1f}%")
-    detail = "; ".join(offenders[:5]) + (f"; and {len(offenders) - 5} more" if len(offenders) > 5 else "")
-    return BudgetResult("max-regression", "significant relative increase of a share vs baseline",
-                        worst if math.isfinite(worst) else None, limit, "%", not offenders,
-                        detail or f"no significant increase beyond {limit:g}%")
+            offenders.append(
+                f"{row.name} {100 * d.before:.1f}% -> {100 * d.after:.1f}% (+{relative:.0f}%)"
+            )
+    offenders = list(dict.fromkeys(offenders))  # a watched name can be a function row too
+    detail = "; ".join(offenders[:5]) + (
+        f"; and {len(offenders) - 5} more" if len(offenders) > 5 else ""
+    )
+    if not detail:
+        detail = f"no significant increase beyond {limit:g}%"
+    if new:
+        detail += (
+            f"; new since the baseline (not counted below {max_new_share:g}%): "
+            + ", ".join(new[:5])
+            + (f" and {len(new) - 5} more" if len(new) > 5 else "")
+        )
+    return BudgetResult(
+        "max-regression",
+        "significant relative increase of a share vs baseline",
+        worst,
+        limit,
+        "%",
+        not offenders,
+        detail,
+    )

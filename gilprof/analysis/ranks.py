@@ -42,17 +42,33 @@ class RankComparison:
     watch: tuple[RankRow, ...]
 
 
-def compare_ranks(profiles: Sequence[Profile], *, top: int | None = 25,
-                  watch: Iterable[str] = DEFAULT_WATCH, reference_rank: int = 0) -> RankComparison:
+def compare_ranks(
+    profiles: Sequence[Profile],
+    *,
+    top: int | None = 25,
+    watch: Iterable[str] = DEFAULT_WATCH,
+    reference_rank: int = 0,
+) -> RankComparison:
     if len(profiles) < 2:
         raise UsageError("side-by-side reports need at least two profiles")
-    ordered = sorted(profiles, key=lambda p: (p.target.rank is None, p.target.rank or 0,
-                                              p.target.hostname, p.target.pid))
+    ordered = sorted(
+        profiles,
+        key=lambda p: (p.target.rank is None, p.target.rank or 0, p.target.hostname, p.target.pid),
+    )
     watch_names = tuple(dict.fromkeys(watch))
     attributions: list[Attribution] = [attribute(p, watch=watch_names) for p in ordered]
-    columns = tuple(RankColumn(p.label, p.target.rank, p.target.hostname, p.target.pid,
-                               a.utilization, a.samples, p.sampling.partial)
-                    for p, a in zip(ordered, attributions, strict=True))
+    columns = tuple(
+        RankColumn(
+            p.label,
+            p.target.rank,
+            p.target.hostname,
+            p.target.pid,
+            a.utilization,
+            a.samples,
+            p.sampling.partial,
+        )
+        for p, a in zip(ordered, attributions, strict=True)
+    )
     reference = next((i for i, c in enumerate(columns) if c.rank == reference_rank), 0)
 
     shares: dict[tuple[str, str], list[float]] = {}
@@ -65,12 +81,16 @@ def compare_ranks(profiles: Sequence[Profile], *, top: int | None = 25,
         others = [v for i, v in enumerate(values) if i != reference]
         return values[reference] - statistics.median(others) if others else None
 
-    rows = sorted((RankRow(name, file, tuple(v), excess(v)) for (name, file), v in shares.items()),
-                  key=lambda r: (-(r.excess or 0.0), -max(r.shares), r.function))
+    rows = sorted(
+        (RankRow(name, file, tuple(v), excess(v)) for (name, file), v in shares.items()),
+        key=lambda r: (-(r.excess or 0.0), -max(r.shares), r.function),
+    )
     if top is not None:
         rows = rows[:top]
     watched = []
     for name in watch_names:
-        values = tuple(next(w.total_share for w in a.watch if w.function == name) for a in attributions)
+        values = tuple(
+            next(w.total_share for w in a.watch if w.function == name) for a in attributions
+        )
         watched.append(RankRow(name, "", values, excess(values)))
     return RankComparison(columns, reference, tuple(rows), tuple(watched))

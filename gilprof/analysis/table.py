@@ -98,9 +98,15 @@ class WindowTable:
         return out
 
 
-def build_table(profile: Profile, *, by_thread: bool = False, lines: bool = False,
-                thread_pattern: str | None = None, watch: Iterable[str] = (),
-                series: bool = False) -> WindowTable:
+def build_table(
+    profile: Profile,
+    *,
+    by_thread: bool = False,
+    lines: bool = False,
+    thread_pattern: str | None = None,
+    watch: Iterable[str] = (),
+    series: bool = False,
+) -> WindowTable:
     """Fold `profile` into a WindowTable in one pass over its windows.
 
     Function rows are per thread with `by_thread`, and always outside the modes that know
@@ -124,8 +130,9 @@ def build_table(profile: Profile, *, by_thread: bool = False, lines: bool = Fals
         for stack_index, count in window.counts.items():
             plan = plans.get(stack_index)
             if plan is None:
-                plan = plans[stack_index] = _plan(profile, stack_index, table, lines, allowed,
-                                                  watch_names)
+                plan = plans[stack_index] = _plan(
+                    profile, stack_index, table, lines, allowed, watch_names
+                )
             _add(table, plan, index, count)
     for tid in {*table.held, *table.states}:
         table.thread_names[tid] = thread_label(profile, tid)
@@ -144,8 +151,14 @@ class _StackPlan:
     watch_self: tuple[str, ...]
 
 
-def _plan(profile: Profile, index: int, table: WindowTable, lines: bool,
-          allowed: set[int] | None, watch_names: tuple[str, ...]) -> _StackPlan:
+def _plan(
+    profile: Profile,
+    index: int,
+    table: WindowTable,
+    lines: bool,
+    allowed: set[int] | None,
+    watch_names: tuple[str, ...],
+) -> _StackPlan:
     stack = profile.stacks[index]
     label = thread_label(profile, stack.tid)
     counts = counts_toward_shares(table.mode, stack.state)
@@ -164,8 +177,9 @@ def _plan(profile: Profile, index: int, table: WindowTable, lines: bool,
             table.watch_matched[name].update(f.name for f in hits)
             if frames[-1].matches(name):
                 on_top.append(name)
-    return _StackPlan(stack.tid, label, stack.state, counts, keys, leaf, tuple(in_stack),
-                      tuple(on_top))
+    return _StackPlan(
+        stack.tid, label, stack.state, counts, keys, leaf, tuple(in_stack), tuple(on_top)
+    )
 
 
 def _bump(series: dict[object, Series], key: object, window: int, count: int) -> None:

@@ -19,7 +19,9 @@ def _load(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Re
 
 def recipe_option(func: F) -> F:
     return click.option(
-        "--recipe", callback=_load, metavar="NAME|PATH",
+        "--recipe",
+        callback=_load,
+        metavar="NAME|PATH",
         help="Built-in recipe (see `gilprof recipes`) or a recipe TOML file; flags override it.",
     )(func)
 

@@ -16,25 +16,76 @@ from gilprof.sampling.capture import CaptureRequest, capture
 
 
 @click.command("attach", context_settings={"ignore_unknown_options": True})
-@click.option("--ranks", metavar="all|local|N-M|N,M",
-              help="Sample several ranks at once (one sampler each); -o is then a folder.")
-@click.option("--pid", type=int, help="Sample this PID; a shell or launcher PID resolves to its Python descendants.")
+@click.option(
+    "--ranks",
+    metavar="all|local|N-M|N,M",
+    help="Sample several ranks at once (one sampler each); -o is then a folder.",
+)
+@click.option(
+    "--pid",
+    type=int,
+    help="Sample this PID; a shell or launcher PID resolves to its Python descendants.",
+)
 @click.option("--rank", type=int, help="Global rank to sample (default 0 when a job is found).")
 @click.option("--job", type=int, help="Only consider descendants of this launcher PID.")
-@click.option("--match", "match", help="Only consider processes whose command line matches this regex.")
-@click.option("-d", "--duration", type=click.FloatRange(min=0.1), help="Seconds to sample (default: until the target exits or Ctrl-C).")
+@click.option(
+    "--role",
+    metavar="gen|ctx|NAME",
+    help="Only ranks of this instance role (disaggregated serving; see `gilprof ps`).",
+)
+@click.option(
+    "--match", "match", help="Only consider processes whose command line matches this regex."
+)
+@click.option(
+    "-d",
+    "--duration",
+    type=click.FloatRange(min=0.1),
+    help="Seconds to sample (default: until the target exits or Ctrl-C).",
+)
 @sampling_options
 @click.option("--backend", type=click.Choice(BACKEND_NAMES), default="py-spy", show_default=True)
-@click.option("-o", "--output", type=click.Path(), help="Profile file (default gilprof-rank<R>-<pid>-<time>.json); a folder with --ranks.")
-@click.option("--wait-timeout", type=float, default=60.0, show_default=True, help="Launch mode: seconds to wait for the rank to start.")
-@click.option("--keep-cmdline", is_flag=True, help="Keep secret-looking command-line values (redacted by default).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(),
+    help="Profile file (default gilprof-rank<R>-<pid>-<time>.json); a folder with --ranks.",
+)
+@click.option(
+    "--wait-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Launch mode: seconds to wait for the rank to start.",
+)
+@click.option(
+    "--keep-cmdline",
+    is_flag=True,
+    help="Keep secret-looking command-line values (redacted by default).",
+)
 @recipe_option
 @click.option("-q", "--quiet", is_flag=True, help="No live status line.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(ranks: str | None, pid: int | None, rank: int | None, job: int | None, match: str | None,
-            duration: float | None, rate: int, mode: str, native: bool, blocking: bool,
-            window: float, backend: str, output: str | None, wait_timeout: float,
-            keep_cmdline: bool, recipe: Recipe | None, quiet: bool, command: tuple[str, ...]) -> None:
+def command(
+    ranks: str | None,
+    pid: int | None,
+    rank: int | None,
+    job: int | None,
+    role: str | None,
+    match: str | None,
+    duration: float | None,
+    rate: int,
+    mode: str,
+    native: bool,
+    blocking: bool,
+    window: float,
+    backend: str,
+    output: str | None,
+    wait_timeout: float,
+    keep_cmdline: bool,
+    recipe: Recipe | None,
+    quiet: bool,
+    command: tuple[str, ...],
+) -> None:
     """Sample one rank of a running or just-launched job with py-spy (or austin).
 
     \b
@@ -42,6 +93,7 @@ def command(ranks: str | None, pid: int | None, rank: int | None, job: int | Non
       gilprof attach --rank 0 -d 20 -o rank0.json      # rank 0 of the job on this host
       gilprof attach --pid 4242 -d 20                  # a shell or mpiexec PID resolves to its ranks
       gilprof attach --job $(pgrep -n mpiexec) --rank 3
+      gilprof attach --rank 0 --role gen -d 20        # rank 0 of the generation instance
       gilprof attach --ranks all -d 20 -o prof/       # every local rank, one profile each
       gilprof attach --rank 0 --mode contention -d 20  # who waits for the GIL, and for whom
       gilprof attach --rank 0 --backend austin --mode wall -d 20
@@ -59,22 +111,38 @@ def command(ranks: str | None, pid: int | None, rank: int | None, job: int | Non
       2 usage, 3 target not found or gone, 4 no ptrace permission, 5 sampler failed
       launch mode: the job's exit status
     """
-    parent_match = None
+    parent_match, rules = None, None
     if recipe is not None:  # the recipe supplies defaults; flags the user gave win
         ctx = click.get_current_context()
         target_spec, defaults = recipe.target, recipe.sampling
         rank = rank if given(ctx, "rank") or pid is not None else target_spec.rank
         match = match if given(ctx, "match") else target_spec.match
-        parent_match = target_spec.parent_match
+        rules = target_spec.role_rules(recipe.name)
+        role = role if given(ctx, "role") else target_spec.role
+        # With a role, parent_match is one way to tell the role (a rule), not a filter.
+        parent_match = None if target_spec.role else target_spec.parent_match
         mode = mode if given(ctx, "mode") or not defaults.mode else defaults.mode
         rate = rate if given(ctx, "rate") or not defaults.rate else int(defaults.rate)
         duration = duration if given(ctx, "duration") else defaults.duration
         native = native if given(ctx, "native") or defaults.native is None else defaults.native
     request = CaptureRequest(
-        settings=SamplerSettings.for_mode(Mode(mode), rate, native, blocking), backend=backend,
-        duration=duration, window_s=window, pid=pid, rank=rank, ranks=ranks, job=job, match=match,
-        parent_match=parent_match, command=command, output=output, wait_timeout=wait_timeout,
-        keep_cmdline=keep_cmdline)
+        settings=SamplerSettings.for_mode(Mode(mode), rate, native, blocking),
+        backend=backend,
+        duration=duration,
+        window_s=window,
+        pid=pid,
+        rank=rank,
+        ranks=ranks,
+        job=job,
+        match=match,
+        parent_match=parent_match,
+        role=role,
+        role_rules=rules,
+        command=command,
+        output=output,
+        wait_timeout=wait_timeout,
+        keep_cmdline=keep_cmdline,
+    )
     result = capture(request, LiveStatus(enabled=not quiet and sys.stderr.isatty()))
     if result.exit_code:
         click.get_current_context().exit(result.exit_code)

@@ -6,9 +6,11 @@ import click
 
 from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.analysis.compare import compare_profiles
+from gilprof.analysis.verdict import Verdict
 from gilprof.cli._options import format_option
 from gilprof.cli._output import emit
 from gilprof.cli._recipe import recipe_option
+from gilprof.cli._verdict import judge, loop_options
 from gilprof.errors import UsageError
 from gilprof.profile import Profile
 from gilprof.recipes import Recipe
@@ -21,18 +23,51 @@ from gilprof.steps import rank_steps
 @click.argument("after", type=click.Path())
 @click.option("--steps-before", type=click.Path(), help="Iteration log of the before run.")
 @click.option("--steps-after", type=click.Path(), help="Iteration log of the after run.")
-@click.option("--steps-rank", type=int, help="Rank whose step times to compare (default: the profiles' rank, else 0).")
-@click.option("--skip-warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Iterations to drop per rank.")
+@click.option(
+    "--steps-rank",
+    type=int,
+    help="Rank whose step times to compare (default: the profiles' rank, else 0).",
+)
+@click.option(
+    "--skip-warmup",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="Iterations to drop per rank.",
+)
 @click.option("--by-thread", is_flag=True, help="Compare functions per thread.")
 @click.option("--watch", multiple=True, help="Also watch this function (repeatable).")
-@click.option("--top", type=click.IntRange(min=1), default=30, show_default=True, help="Function rows to show.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=30,
+    show_default=True,
+    help="Function rows to show.",
+)
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
+@loop_options
 @format_option("compare", "table")
 @recipe_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
-def command(before: str, after: str, steps_before: str | None, steps_after: str | None,
-            steps_rank: int | None, skip_warmup: int, by_thread: bool, watch: tuple[str, ...],
-            top: int, confidence: float, fmt: str, recipe: Recipe | None, output: str | None) -> None:
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout."
+)
+def command(
+    before: str,
+    after: str,
+    steps_before: str | None,
+    steps_after: str | None,
+    steps_rank: int | None,
+    skip_warmup: int,
+    by_thread: bool,
+    watch: tuple[str, ...],
+    top: int,
+    confidence: float,
+    loop_thread: str | None,
+    device_wait: tuple[str, ...],
+    fmt: str,
+    recipe: Recipe | None,
+    output: str | None,
+) -> None:
     """Per-function GIL share before and after, with confidence intervals.
 
     \b
@@ -45,7 +80,8 @@ def command(before: str, after: str, steps_before: str | None, steps_after: str 
     Functions are matched by (name, file base name), so profiles from different machines
     line up. Intervals come from batch means over sampling windows (samples close in time
     are correlated; a binomial interval would claim changes that are not there). A row is
-    "improved"/"regressed" only when its interval excludes zero.
+    "improved"/"regressed" only when its interval excludes zero. With step logs, each side
+    also gets its host/device verdict from its loop thread (see `gilprof report --steps`).
     """
     info("compare", fmt)  # an unknown format fails before any file is read
     if (steps_before is None) != (steps_after is None):
@@ -56,6 +92,23 @@ def command(before: str, after: str, steps_before: str | None, steps_after: str 
         rank = steps_rank if steps_rank is not None else (b.target.rank or 0)
         sb = rank_steps(steps_before, rank, skip_warmup)
         sa = rank_steps(steps_after, rank, skip_warmup)
-    comparison = compare_profiles(b, a, by_thread=by_thread, watch=DEFAULT_WATCH + (recipe.watch_names() if recipe else ()) + watch, top=top,
-                                  confidence=confidence, steps_before=sb, steps_after=sa)
-    emit("compare", fmt, output, comparison)
+    watched = DEFAULT_WATCH + (recipe.watch_names() if recipe else ()) + watch
+    comparison = compare_profiles(
+        b,
+        a,
+        by_thread=by_thread,
+        watch=watched,
+        top=top,
+        confidence=confidence,
+        steps_before=sb,
+        steps_after=sa,
+    )
+    verdicts: tuple[Verdict | None, Verdict | None] = (None, None)
+    if sb is not None and sa is not None:
+        verdicts = tuple(  # type: ignore[assignment]  # exactly two, one per side
+            judge(
+                p, s, loop_thread=loop_thread, device_wait=device_wait, recipe=recipe, watch=watched
+            )
+            for p, s in ((b, sb), (a, sa))
+        )
+    emit("compare", fmt, output, comparison, profiles=(b, a), steps=(sb, sa), verdicts=verdicts)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime
+import tempfile
 from pathlib import Path
 
 import click
@@ -14,17 +14,37 @@ from gilprof.sampling.capture import stop_on_signals
 
 
 @click.command("demo")
-@click.option("-o", "--output-dir", type=click.Path(file_okay=False),
-              help="Folder for profiles, logs and report (default gilprof-demo-<time>).")
-@click.option("--window", type=click.FloatRange(min=2), default=20.0, show_default=True,
-              help="Seconds of rank 0 sampled per side.")
-@click.option("--warmup", type=click.FloatRange(min=0), default=4.0, show_default=True,
-              help="Seconds the server runs before sampling starts.")
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False),
+    help="Folder for profiles, logs and report.md (default: a new gilprof-demo-* folder "
+    "under the system temp dir; never the current directory).",
+)
+@click.option(
+    "--window",
+    type=click.FloatRange(min=2),
+    default=20.0,
+    show_default=True,
+    help="Seconds of rank 0 sampled per side.",
+)
+@click.option(
+    "--warmup",
+    type=click.FloatRange(min=0),
+    default=4.0,
+    show_default=True,
+    help="Seconds the server runs before sampling starts.",
+)
 @click.option("--ranks", type=click.IntRange(min=2), default=4, show_default=True)
-@click.option("--server-arg", "server_args", multiple=True,
-              help="Extra argument for examples/disagg_gen/server.py (repeatable), e.g. --server-arg=--device-ms=30.")
-def command(output_dir: str | None, window: float, warmup: float, ranks: int,
-            server_args: tuple[str, ...]) -> None:
+@click.option(
+    "--server-arg",
+    "server_args",
+    multiple=True,
+    help="Extra argument for examples/disagg_gen/server.py (repeatable), e.g. --server-arg=--device-ms=30.",
+)
+def command(
+    output_dir: str | None, window: float, warmup: float, ranks: int, server_args: tuple[str, ...]
+) -> None:
     """Replay the TensorRT-LLM rank-0 GIL diagnosis on the bundled simulated GEN server.
 
     \b
@@ -32,19 +52,44 @@ def command(output_dir: str | None, window: float, warmup: float, ranks: int,
     with py-spy, does the same with `--impl after` (the two rank-0 GIL fixes), and prints:
       - the watched functions' GIL shares before/after with 95% intervals,
       - the executor thread's held share,
-      - host/device step p50 before/after and the host-bound verdicts.
-    Leaves before/after profiles, logs and report.md in the output folder.
+      - host/device step p50 before/after and each side's host/device verdict,
+      - a plain-language summary: what held the GIL, what changed, the reference
+        fix, how to find the pattern in your code (gilprof lint), next commands.
+    Leaves before/after profiles, logs and report.md (a plain-language summary first,
+    then the comparison) in the output folder, whose path it prints.
     """
-    folder = Path(output_dir or f"gilprof-demo-{datetime.now():%Y%m%d-%H%M%S}")
-    settings = DemoSettings(output_dir=folder, window_s=window, warmup_s=warmup, ranks=ranks,
-                            server_args=server_args)
+    folder = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="gilprof-demo-"))
+    click.echo(f"gilprof demo: writing to {folder}", err=True)
+    settings = DemoSettings(
+        output_dir=folder, window_s=window, warmup_s=warmup, ranks=ranks, server_args=server_args
+    )
 
     def say(message: str) -> None:
         click.echo(f"gilprof demo: {message}", err=True)
 
     with stop_on_signals() as stop:
         result = run_demo(settings, stop, say)
-    click.echo(render("compare", "table", result.comparison, color=sys.stdout.isatty()), nl=False)
-    click.echo(f"\nwrote {result.sides[0].profile_path}, {result.sides[1].profile_path}, "
-               f"{result.sides[0].log_path}, {result.sides[1].log_path} and {result.report_path}")
-    click.echo(f"next: gilprof report {result.sides[0].profile_path} --by-thread")
+    click.echo(
+        render(
+            "compare",
+            "table",
+            result.comparison,
+            color=sys.stdout.isatty(),
+            verdicts=result.verdicts,
+        ),
+        nl=False,
+    )
+    click.echo("")
+    click.echo(result.summary)
+    click.echo(f"\nwrote, in {folder.resolve()}:")
+    for path in (
+        result.sides[0].profile_path,
+        result.sides[1].profile_path,
+        result.sides[0].log_path,
+        result.sides[1].log_path,
+        result.report_path,
+        result.report_path.with_name("report.html"),
+        result.report_path.with_name("diff.html"),
+    ):
+        click.echo(f"  {path.resolve()}")
+    click.echo(f"next: gilprof report {result.sides[0].profile_path.resolve()} --by-thread")

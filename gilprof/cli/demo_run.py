@@ -16,11 +16,16 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.analysis.compare import Comparison, compare_profiles
+from gilprof.analysis.verdict import Verdict
+from gilprof.cli._verdict import judge
 from gilprof.errors import TargetError, UsageError
 from gilprof.model import Mode
 from gilprof.profile import Profile, write_text_atomic
+from gilprof.recipes import load_recipe
 from gilprof.renderers import render
+from gilprof.renderers.compare import demo_summary
 from gilprof.sampling.backends import SamplerSettings, get_backend
 from gilprof.sampling.capture import make_target
 from gilprof.sampling.launch import LaunchedJob
@@ -53,12 +58,16 @@ class DemoResult:
     sides: tuple[DemoSide, DemoSide]
     comparison: Comparison
     report_path: Path
+    verdicts: tuple[Verdict, Verdict]
+    summary: str  # the plain-language opening of report.md
 
 
 def example_server() -> Path:
     """The bundled server: packaged alongside gilprof, or the repository's examples/ folder."""
-    candidates = [Path(str(resources.files("gilprof") / "examples_data" / "disagg_gen" / "server.py")),
-                  Path(__file__).resolve().parents[2] / "examples" / "disagg_gen" / "server.py"]
+    candidates = [
+        Path(str(resources.files("gilprof") / "examples_data" / "disagg_gen" / "server.py")),
+        Path(__file__).resolve().parents[2] / "examples" / "disagg_gen" / "server.py",
+    ]
     for path in candidates:
         if path.is_file():
             return path
@@ -69,18 +78,33 @@ def _require_mpi4py() -> None:
     try:
         import mpi4py  # noqa: F401
     except ImportError:
-        raise UsageError("the demo needs mpi4py and the mpich wheel: pip install 'gilprof[mpi]'") from None
+        raise UsageError(
+            "the demo needs mpi4py and the mpich wheel: pip install 'gilprof[mpi]'"
+        ) from None
 
 
-def run_side(impl: str, settings: DemoSettings, stop: threading.Event,
-             say: Callable[[str], None]) -> DemoSide:
+def run_side(
+    impl: str, settings: DemoSettings, stop: threading.Event, say: Callable[[str], None]
+) -> DemoSide:
     out = settings.output_dir
     log_path = out / f"{impl}.log"
     profile_path = out / f"{impl}.json"
     server_duration = settings.warmup_s + settings.window_s + 3.0
-    argv = [find_binary("mpiexec"), "-n", str(settings.ranks), sys.executable, str(example_server()),
-            "--impl", impl, "--duration", f"{server_duration:g}", *settings.server_args]
-    say(f"[{impl}] launching {settings.ranks} ranks: mpiexec -n {settings.ranks} ... server.py --impl {impl}")
+    argv = [
+        find_binary("mpiexec"),
+        "-n",
+        str(settings.ranks),
+        sys.executable,
+        str(example_server()),
+        "--impl",
+        impl,
+        "--duration",
+        f"{server_duration:g}",
+        *settings.server_args,
+    ]
+    say(
+        f"[{impl}] launching {settings.ranks} ranks: mpiexec -n {settings.ranks} ... server.py --impl {impl}"
+    )
     with open(log_path, "wb") as log:
         job = LaunchedJob(argv, stdout=log.fileno(), stderr=log.fileno())
         try:
@@ -88,15 +112,21 @@ def run_side(impl: str, settings: DemoSettings, stop: threading.Event,
             started = time.monotonic()
             while time.monotonic() - started < settings.warmup_s and not stop.is_set():
                 if job.proc.poll() is not None:
-                    raise TargetError(f"[{impl}] the example server exited early "
-                                      f"(code {job.proc.returncode}); see {log_path}")
+                    raise TargetError(
+                        f"[{impl}] the example server exited early "
+                        f"(code {job.proc.returncode}); see {log_path}"
+                    )
                 stop.wait(0.1)
             say(f"[{impl}] sampling rank 0 (pid {info.pid}) for {settings.window_s:g} s")
             # 1 s windows: more batches for the intervals, at ~8% of time lost to restarts.
-            options = SessionOptions(SamplerSettings(Mode.GIL, settings.rate_hz),
-                                     duration=settings.window_s, window_s=1.0)
-            profile = run_session(make_target(info, keep_cmdline=False), get_backend("py-spy"),
-                                  options, stop)
+            options = SessionOptions(
+                SamplerSettings(Mode.GIL, settings.rate_hz),
+                duration=settings.window_s,
+                window_s=1.0,
+            )
+            profile = run_session(
+                make_target(info, keep_cmdline=False), get_backend("py-spy"), options, stop
+            )
             profile.save(profile_path)
             if not stop.is_set():
                 job.wait(timeout=server_duration + 60)
@@ -105,12 +135,15 @@ def run_side(impl: str, settings: DemoSettings, stop: threading.Event,
     if stop.is_set():
         raise KeyboardInterrupt
     if code != 0:
-        raise TargetError(f"[{impl}] the example server failed with exit code {code}; see {log_path}")
+        raise TargetError(
+            f"[{impl}] the example server failed with exit code {code}; see {log_path}"
+        )
     return DemoSide(impl, profile_path, log_path, profile)
 
 
-def run_demo(settings: DemoSettings, stop: threading.Event,
-             say: Callable[[str], None] = lambda _: None) -> DemoResult:
+def run_demo(
+    settings: DemoSettings, stop: threading.Event, say: Callable[[str], None] = lambda _: None
+) -> DemoResult:
     _require_mpi4py()
     settings.output_dir.mkdir(parents=True, exist_ok=True)
     if not os.access(settings.output_dir, os.W_OK):
@@ -120,8 +153,53 @@ def run_demo(settings: DemoSettings, stop: threading.Event,
     warmup_iterations = 3
     steps_b = summarize_logs([before.log_path], rank=0, skip_warmup=warmup_iterations).rank(0)
     steps_a = summarize_logs([after.log_path], rank=0, skip_warmup=warmup_iterations).rank(0)
-    comparison = compare_profiles(before.profile, after.profile, steps_before=steps_b,
-                                  steps_after=steps_a, by_thread=False)
+    assert steps_b is not None and steps_a is not None  # summarize_logs raised otherwise
+    recipe = load_recipe("disagg-gen-example")
+    watch = DEFAULT_WATCH + recipe.watch_names()
+    comparison = compare_profiles(
+        before.profile,
+        after.profile,
+        steps_before=steps_b,
+        steps_after=steps_a,
+        by_thread=False,
+        watch=watch,
+    )
+    verdicts = (
+        judge(
+            before.profile, steps_b, loop_thread=None, device_wait=(), recipe=recipe, watch=watch
+        ),
+        judge(after.profile, steps_a, loop_thread=None, device_wait=(), recipe=recipe, watch=watch),
+    )
+    summary = demo_summary(
+        comparison,
+        verdicts,
+        {w.function: (w.why, w.fix) for w in recipe.watch},
+        (before.profile_path, after.profile_path),
+        (before.log_path, after.log_path),
+    )
     report_path = settings.output_dir / "report.md"
-    write_text_atomic(report_path, render("compare", "markdown", comparison))
-    return DemoResult((before, after), comparison, report_path)
+    write_text_atomic(
+        report_path, summary + "\n" + render("compare", "markdown", comparison, verdicts=verdicts)
+    )
+    from gilprof.analysis.attribution import attribute  # the pictures: report.html, diff.html
+    from gilprof.renderers.report import ReportData
+
+    write_text_atomic(
+        settings.output_dir / "report.html",
+        render(
+            "report",
+            "html",
+            ReportData(before.profile, attribute(before.profile, watch=watch), verdict=verdicts[0]),
+        ),
+    )
+    write_text_atomic(
+        settings.output_dir / "diff.html",
+        render(
+            "compare",
+            "html",
+            comparison,
+            profiles=(before.profile, after.profile),
+            steps=(steps_b, steps_a),
+        ),
+    )
+    return DemoResult((before, after), comparison, report_path, verdicts, summary)

@@ -13,37 +13,74 @@ from gilprof.renderers.live import LiveStatus
 from gilprof.sampling.backends import get_backend
 from gilprof.sampling.backends.base import SamplerSettings
 from gilprof.sampling.capture import prepare_folder
-from gilprof.sampling.discover import (
-    RANK_VARIABLES,
-    parse_rank_selection,
-    rank_from_environment,
-)
+from gilprof.sampling.discover import RANK_VARIABLES, parse_rank_selection, rank_from_environment
 from gilprof.sampling.exec_ import ExecRequest, exec_command, is_selected, run_and_sample
 from gilprof.sampling.session import SessionOptions
 
 DEFAULT_FOLDER = "gilprof-profiles"
 
 
-@click.command("exec", context_settings={"ignore_unknown_options": True,
-                                         "allow_interspersed_args": False})
-@click.option("--ranks", default="0", show_default=True, metavar="all|N|N-M|N,M",
-              help="Ranks to sample; every other rank runs the command directly.")
-@click.option("-o", "--output", type=click.Path(), default=DEFAULT_FOLDER, metavar="DIR",
-              show_default=True, help="Folder for the profiles, one rank<R>-<pid>.json per sampled rank.")
-@click.option("-d", "--duration", type=click.FloatRange(min=0.1),
-              help="Seconds to sample (default: until the command exits). The command runs on.")
+@click.command(
+    "exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option(
+    "--ranks",
+    default="0",
+    show_default=True,
+    metavar="all|N|N-M|N,M",
+    help="Ranks to sample; every other rank runs the command directly.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(),
+    default=DEFAULT_FOLDER,
+    metavar="DIR",
+    show_default=True,
+    help="Folder for the profiles, one rank<R>-<pid>.json per sampled rank.",
+)
+@click.option(
+    "-d",
+    "--duration",
+    type=click.FloatRange(min=0.1),
+    help="Seconds to sample (default: until the command exits). The command runs on.",
+)
 @sampling_options
-@click.option("--match", help="Sample the first Python process in the command's tree whose command "
-                              "line matches this regex (default: the command, or its first Python "
-                              "descendant when the command is a script wrapper).")
-@click.option("--wait-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
-              help="Seconds to wait for that Python process to appear.")
-@click.option("--keep-cmdline", is_flag=True, help="Keep secret-looking command-line values (redacted by default).")
+@click.option(
+    "--match",
+    help="Sample the first Python process in the command's tree whose command "
+    "line matches this regex (default: the command, or its first Python "
+    "descendant when the command is a script wrapper).",
+)
+@click.option(
+    "--wait-timeout",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for that Python process to appear.",
+)
+@click.option(
+    "--keep-cmdline",
+    is_flag=True,
+    help="Keep secret-looking command-line values (redacted by default).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(ranks: str, output: str, duration: float | None, rate: int, mode: str, native: bool,
-            blocking: bool, window: float, match: str | None, wait_timeout: float,
-            keep_cmdline: bool, quiet: bool, command: tuple[str, ...]) -> None:
+def command(
+    ranks: str,
+    output: str,
+    duration: float | None,
+    rate: int,
+    mode: str,
+    native: bool,
+    blocking: bool,
+    window: float,
+    match: str | None,
+    wait_timeout: float,
+    keep_cmdline: bool,
+    quiet: bool,
+    command: tuple[str, ...],
+) -> None:
     """Run COMMAND as this rank; on the selected ranks, sample it as a child.
 
     Put gilprof between the launcher and the program. Each rank reads its rank
@@ -51,7 +88,8 @@ def command(ranks: str, output: str, duration: float | None, rate: int, mode: st
     start the command as a child and sample it: a parent may trace its own child
     even where kernel.yama.ptrace_scope=1 or a missing SYS_PTRACE capability
     stops `gilprof attach`. Every other rank replaces itself with the command
-    (exec): same PID, no sampler, no overhead once it runs.
+    (exec): same PID, no sampler, no overhead once it runs. A sampled child inherits
+    the launcher's descriptors (mpich's PMI_FD) and environment: MPI apps just work.
 
     \b
     Examples:
@@ -78,8 +116,12 @@ def command(ranks: str, output: str, duration: float | None, rate: int, mode: st
     wanted = parse_rank_selection(ranks)  # every rank validates, so all fail alike
     identity = rank_from_environment(os.environ)
     if identity.variable is None and not quiet:
-        click.echo("gilprof: no rank variable set (" + ", ".join(RANK_VARIABLES[:4])
-                   + ", ...); running as rank 0, a single process", err=True)
+        click.echo(
+            "gilprof: no rank variable set ("
+            + ", ".join(RANK_VARIABLES[:4])
+            + ", ...); running as rank 0, a single process",
+            err=True,
+        )
     if not is_selected(identity.rank, wanted):
         exec_command(command)
     try:
@@ -92,7 +134,14 @@ def command(ranks: str, output: str, duration: float | None, rate: int, mode: st
     settings = SamplerSettings.for_mode(mode, rate, native, blocking)
     options = SessionOptions(settings=settings, duration=duration, window_s=window)
 
-    request = ExecRequest(command=command, rank=identity, options=options, folder=output,
-                          match=pattern, wait_timeout=wait_timeout, keep_cmdline=keep_cmdline)
+    request = ExecRequest(
+        command=command,
+        rank=identity,
+        options=options,
+        folder=output,
+        match=pattern,
+        wait_timeout=wait_timeout,
+        keep_cmdline=keep_cmdline,
+    )
     code = run_and_sample(request, sampler, LiveStatus(enabled=False, quiet=quiet))
     click.get_current_context().exit(code)

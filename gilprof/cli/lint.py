@@ -21,24 +21,53 @@ def _recipe_getters(name: str | None) -> tuple[str, ...]:
 
 @click.command("lint")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("--format", "fmt", type=click.Choice(formats("lint")), default="text",
-              show_default=True,
-              help="text: one finding a line; json: schema gilprof.lint/1; sarif: SARIF 2.1.0.")
-@click.option("--getter", "getters", multiple=True, metavar="NAME",
-              help="Treat attribute/method NAME as a getter that copies on every access "
-              "(GP002), whatever the scanned code says. Repeat for several.")
-@click.option("--recipe", metavar="NAME|PATH",
-              help="Also take the copying getters of this recipe's `lint_getters`.")
-@click.option("--no-default-getters", is_flag=True,
-              help=f"Drop the built-in getter list ({', '.join(DEFAULT_GETTERS)}).")
-@click.option("--no-config", is_flag=True,
-              help="Ignore [tool.gilprof.lint] in the scanned project's pyproject.toml.")
-@click.option("--include-tests", is_flag=True,
-              help="Also lint test files in directories (reported at level note).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(formats("lint")),
+    default="text",
+    show_default=True,
+    help="text: one finding a line; json: schema gilprof.lint/1; sarif: SARIF 2.1.0.",
+)
+@click.option(
+    "--getter",
+    "getters",
+    multiple=True,
+    metavar="NAME",
+    help="Treat attribute/method NAME as a getter that copies on every access "
+    "(GP002), whatever the scanned code says. Repeat for several.",
+)
+@click.option(
+    "--recipe",
+    metavar="NAME|PATH",
+    help="Also take the copying getters of this recipe's `lint_getters`.",
+)
+@click.option(
+    "--no-default-getters",
+    is_flag=True,
+    help=f"Drop the built-in getter list ({', '.join(DEFAULT_GETTERS)}).",
+)
+@click.option(
+    "--no-config",
+    is_flag=True,
+    help="Ignore [tool.gilprof.lint] in the scanned project's pyproject.toml.",
+)
+@click.option(
+    "--include-tests",
+    is_flag=True,
+    help="Also lint test files in directories (reported at level note).",
+)
 @click.pass_context
-def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, getters: tuple[str, ...],
-            recipe: str | None, no_default_getters: bool, no_config: bool,
-            include_tests: bool) -> None:
+def command(
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    fmt: str,
+    getters: tuple[str, ...],
+    recipe: str | None,
+    no_default_getters: bool,
+    no_config: bool,
+    include_tests: bool,
+) -> None:
     """Flag rank-0 GIL costs found in TensorRT-LLM, in any Python source (nothing is imported).
 
     \b
@@ -57,7 +86,7 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, getters: tuple
       GP004  mpi4py's lowercase `bcast` (or a function returning its result) run per
              iteration, with the root using the result: the root gets an unpickled
              copy of the object it sent
-             fix: gilprof.reference.bcast_after (`out = obj if rank == root else
+             fix: gilprof.reference.bcast.bcast_after (`out = obj if rank == root else
              comm.bcast(None, root=root)`)
 
     \b
@@ -73,6 +102,7 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, getters: tuple
       gilprof lint tensorrt_llm/_torch              # a tree: every *.py, recursively
       gilprof lint communicator.py adp_router.py
       gilprof lint src --getter get_beam_tokens     # one more copying getter
+      gilprof lint tensorrt_llm --recipe trtllm-serve  # the recipe's getters
       gilprof lint src --format sarif > lint.sarif  # for code-scanning upload
       gilprof lint src --format json | jq '.findings[] | .rule'
 
@@ -95,14 +125,20 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, getters: tuple
     bad = [name for name in explicit if not name.isidentifier()]
     if bad:
         raise UsageError(f"--getter expects an attribute name, got {bad[0]!r}")
-    result = lint_paths(paths, () if no_default_getters else DEFAULT_GETTERS,
-                        extra_getters=explicit, include_tests=include_tests,
-                        project_config=not no_config)
+    result = lint_paths(
+        paths,
+        () if no_default_getters else DEFAULT_GETTERS,
+        extra_getters=explicit,
+        include_tests=include_tests,
+        project_config=not no_config,
+    )
     for error in result.errors:
         click.echo(f"{error.location()}: error: {error.message}", err=True)
     click.echo(render("lint", fmt, result))
     if result.exit_code == 1:
         ctx.exit(1)
     if result.exit_code == 2:
-        raise InputError(f"{len(result.errors)} of the given paths could not be read or parsed "
-                         "(listed above); nothing was flagged in the rest")
+        raise InputError(
+            f"{len(result.errors)} of the given paths could not be read or parsed "
+            "(listed above); nothing was flagged in the rest"
+        )

@@ -19,6 +19,7 @@ COMMANDS = {
     "attach": "attach",
     "exec": "exec_",
     "report": "report",
+    "top": "top",
     "merge": "merge",
     "steps": "steps",
     "compare": "compare",

@@ -12,7 +12,9 @@ from gilprof.profile import load_profiles, merge_profiles, save_bundle
 
 @click.command("merge")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Bundle file to write.")
+@click.option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False), help="Bundle file to write."
+)
 def command(inputs: tuple[str, ...], output: str) -> None:
     """Combine profiles of one job (several ranks, several hosts) into one bundle file.
 
@@ -40,5 +42,8 @@ def command(inputs: tuple[str, ...], output: str) -> None:
     profiles = [p for path in paths for p in load_profiles(path)]
     merged = merge_profiles(profiles)
     save_bundle(output, merged)
-    click.echo(f"gilprof: merged {len(profiles)} profiles from {len(paths)} files into "
-               f"{len(merged)} processes: {output}", err=True)
+    click.echo(
+        f"gilprof: merged {len(profiles)} profiles from {len(paths)} files into "
+        f"{len(merged)} processes: {output}",
+        err=True,
+    )

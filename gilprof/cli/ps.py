@@ -26,9 +26,17 @@ def command(job: int | None, fmt: str, as_json: bool) -> None:
     values (--api-key X, --token=X, *_KEY=X) are shown as <redacted>.
 
     \b
+    The role column names the instance of a disaggregated deployment (gen, ctx, ...),
+    read from GILPROF_ROLE, the launch command lines (start_worker.sh GEN|CTX,
+    --extra_llm_api_options gen_*.yaml) or `trtllm-serve disaggregated_mpi_worker -c CFG`;
+    `--format json` also says where it was read (role_source). gilprof's own processes
+    (this one, its ancestors, a `gilprof exec` above a rank) are never listed.
+
+    \b
     Examples:
       gilprof ps
       gilprof ps --format json | jq '.[] | select(.rank == 0) | .pid'
+      gilprof ps --format json | jq '.[] | select(.role == "gen" and .rank == 0)'
     """
     procs = job_processes(job)
     fmt = "json" if as_json else fmt

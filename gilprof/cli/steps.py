@@ -22,12 +22,14 @@ from gilprof.steps import summarize_logs
 )
 @click.option("--rank", type=int, default=None, metavar="R", help="Only this (global) rank.")
 @click.option(
+    "--near-ratio",
     "--host-bound-ratio",
+    "near_ratio",
     type=click.FloatRange(min=0.0, min_open=True),
     default=0.9,
     show_default=True,
     metavar="F",
-    help="Call a rank host-bound when p50(device) / p50(host) >= F.",
+    help="Read p50(device) / p50(host) >= F as device ~ host (--host-bound-ratio: old name).",
 )
 @click.option(
     "--format",
@@ -35,16 +37,16 @@ from gilprof.steps import summarize_logs
     type=click.Choice(["table", "json", "markdown"]),
     default="table",
     show_default=True,
-    help="Output format; json follows the schema gilprof.steps/1.",
+    help="Output format; json follows the schema gilprof.steps/2.",
 )
 def command(
     logs: tuple[str, ...],
     skip_warmup: int,
     rank: int | None,
-    host_bound_ratio: float,
+    near_ratio: float,
     fmt: str,
 ) -> None:
-    """Step times per rank from iteration logs, and whether the host paces the step.
+    """Step times per rank from iteration logs, and the device/host ratio.
 
     Reads the per-iteration lines TensorRT-LLM prints with `print_iter_log: true` and
     TLLM_LOG_LEVEL=INFO (`iter = N, ... host_step_time = Xms, prev_device_step_time = Yms,
@@ -53,17 +55,16 @@ def command(
     are combined (e.g. one per rank); `-` reads stdin.
 
     \b
-    Verdict, per rank:
-      host-bound    p50(device) / p50(host) >= --host-bound-ratio: under the overlap
-                    scheduler the device step is dragged up to the host step
-      device-bound  the ratio is lower
+    Reading of p50(device) / p50(host), per rank:
+      device~host   ratio >= --near-ratio
+      device<host   the device was timed busy for less than the host step
       unknown       no device step times (first iteration only, or not logged)
 
     \b
-    Limit: under the overlap scheduler a loop paced by the device also shows
-    device ~= host, so the ratio alone cannot tell the two apart. Confirm a
-    host-bound verdict with `gilprof report`: a high GIL-held share on the
-    executor-loop thread of rank 0 is the host-side evidence.
+    What a log cannot tell: under the overlap scheduler a loop paced by the host and
+    one paced by the device both log device ~ host. Whether the host or the device
+    paces the loop comes from the loop thread's time:
+      gilprof report PROFILE --steps LOG     (contention or wall mode profiles are sharper)
 
     \b
     Examples:
@@ -72,8 +73,6 @@ def command(
       gilprof steps rank*.log --format json > steps.json
       grep 'iter = ' gen.log | gilprof steps - --format markdown
     """
-    report = summarize_logs(
-        logs, skip_warmup=skip_warmup, rank=rank, host_bound_ratio=host_bound_ratio
-    )
+    report = summarize_logs(logs, skip_warmup=skip_warmup, rank=rank, near_ratio=near_ratio)
     width = max(100, min(200, shutil.get_terminal_size((120, 24)).columns))
     click.echo(render("steps", fmt, report, width=width))

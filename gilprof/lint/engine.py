@@ -14,11 +14,11 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from gilprof.lint.getters import DEFAULT_GETTERS, GetterDefinitions
 from gilprof.lint.gp001 import PickleNames, round_trip_findings
 from gilprof.lint.gp002 import GetterRule
 from gilprof.lint.gp003 import dead_length_findings
-from gilprof.lint.gp004 import Gp004, returned_callees, wrappers
-from gilprof.lint.getters import DEFAULT_GETTERS, GetterDefinitions
+from gilprof.lint.gp004 import BCAST, Gp004, returned_callees, wrappers
 from gilprof.lint.model import Finding, RawFinding
 from gilprof.lint.syntax import scope_bodies
 
@@ -33,6 +33,53 @@ class Definitions:
 
     def add(self, tree: ast.Module) -> None:
         self.getters.add(tree)
+        self._add_returns(tree)
+
+    def gather(self, sources: Sequence[tuple[str, str]], builtin: Iterable[str]) -> None:
+        """Add what the (text, path) `sources` define, parsing only files that can matter.
+
+        Plain definitions matter only for names that could be getters (`builtin` ones and
+        copying properties), wrappers only in files that mention `bcast` or a known wrapper.
+        """
+        trees: dict[int, ast.Module | None] = {}
+
+        def tree(index: int) -> ast.Module | None:
+            if index not in trees:
+                text, path = sources[index]
+                try:
+                    trees[index] = parse(text, path)
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    trees[index] = None  # reported when the file itself is linted
+            return trees[index]
+
+        def mentioning(words: Iterable[str], done: set[int]) -> list[int]:
+            words = tuple(words)
+            return [
+                i
+                for i, (text, _) in enumerate(sources)
+                if i not in done and any(w in text for w in words)
+            ]
+
+        seen: set[int] = set()
+        for stage in ("properties", "plain definitions"):
+            words = ("property",) if stage == "properties" else (*builtin, *self.getters.copying)
+            for index in mentioning(words, seen):
+                seen.add(index)
+                found = tree(index)
+                if found is not None:
+                    self.getters.add(found)
+        searched: set[int] = set()
+        while True:
+            fresh = mentioning((BCAST, *self.bcast_wrappers), searched)
+            if not fresh:
+                return
+            for index in fresh:
+                searched.add(index)
+                found = tree(index)
+                if found is not None:
+                    self._add_returns(found)
+
+    def _add_returns(self, tree: ast.Module) -> None:
         for name, callees in returned_callees(tree).items():
             self.returns.setdefault(name, set()).update(callees)
         self._wrappers = None
@@ -71,7 +118,7 @@ def raw_findings(
     wanted = frozenset(g for g in getters if g in source)
     if wanted:
         raw += GetterRule(tree, wanted).found
-    if "bcast" in source or any(name in source for name in bcast_wrappers):
+    if BCAST in source or any(name in source for name in bcast_wrappers):
         raw += Gp004(tree, bcast_wrappers).findings()
     return raw
 

@@ -13,6 +13,7 @@ from typing import Generic, TypeVar
 
 from gilprof.lint.syntax import COMPREHENSIONS, SCOPE_NODES
 
+
 def _target_names(target: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 

@@ -96,14 +96,12 @@ class GetterDefinitions:
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 self._class_body(node)
-            elif isinstance(node, FUNCTION_NODES):
-                for sub in ast.walk(node):
-                    targets = _assigned_targets(sub)
-                    self.plain.update(
-                        t.attr
-                        for t in targets
-                        if isinstance(t, ast.Attribute) and getattr(t.value, "id", "") == "self"
-                    )
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                self.plain.update(
+                    t.attr
+                    for t in _assigned_targets(node)
+                    if isinstance(t, ast.Attribute) and getattr(t.value, "id", "") == "self"
+                )
 
     def _class_body(self, cls: ast.ClassDef) -> None:
         for stmt in cls.body:
@@ -120,7 +118,9 @@ class GetterDefinitions:
                 elif isinstance(target, ast.Name) and isinstance(stmt, ast.Assign):
                     values = getattr(stmt.value, "elts", [stmt.value])
                     self.plain.update(
-                        v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)
+                        v.value
+                        for v in values
+                        if isinstance(v, ast.Constant) and isinstance(v.value, str)
                     )
 
     def getters(self, defaults: Iterable[str], explicit: Iterable[str] = ()) -> frozenset[str]:
@@ -169,6 +169,6 @@ def project_getters(path: Path) -> tuple[str, ...]:
     ):
         raise InputError(
             f"{candidate}: [tool.gilprof.lint] getters must be a list of attribute names, "
-            f"e.g. getters = [\"input_token_ids\"]"
+            f'e.g. getters = ["input_token_ids"]'
         )
     return tuple(getters)

@@ -9,7 +9,6 @@ from gilprof.lint.flow import Flow
 from gilprof.lint.model import RawFinding
 from gilprof.lint.syntax import FUNCTION_NODES, Scope, short
 
-
 _PICKLE_MODULES = frozenset({"pickle", "_pickle", "cPickle", "pickle5", "cloudpickle", "dill"})
 _PICKLE_FUNCTIONS = frozenset({"dumps", "loads", "load"})
 # Calls whose result carries the bytes of their first argument (views, copies, file wrappers).
@@ -136,7 +135,6 @@ class _RoundTripFlow(Flow[_Origins]):
                     "object the sender already holds",
                 )
             )
-
 
 
 def find_pickling_helpers(names: PickleNames, scopes: list[tuple[Scope, list[ast.Call]]]) -> None:

@@ -70,6 +70,8 @@ def _slot_key(expr: ast.expr) -> str | None:
     ):
         return f"{expr.value.id}[{expr.slice.value}]"
     return None
+
+
 _ALWAYS_FALSE = (ast.NotEq, ast.Lt, ast.Gt)
 
 
@@ -230,9 +232,8 @@ class _DeadLengthFlow(Flow[_Facts]):
         whole = isinstance(target.slice, ast.Slice) and target.slice.lower is None
         if whole and isinstance(value, (ast.Tuple, ast.List)):
             slots = list(enumerate(value.elts))
-        elif isinstance(target.slice, ast.Constant) and value is not None:
-            if isinstance(target.slice.value, int):
-                slots = [(target.slice.value, value)]
+        elif isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, int):
+            slots = [(target.slice.value, value)] if value is not None else []
         for index, element in slots:
             if not isinstance(element, ast.Name):
                 continue
@@ -266,9 +267,11 @@ class _DeadLengthFlow(Flow[_Facts]):
             if call_name(call) in _LENGTH_PRESERVING_CALLS:
                 handed.clear()
             func = call.func
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-                if func.attr not in _LENGTH_PRESERVING_METHODS:
-                    handed.add(func.value.id)
+            mutating = (
+                isinstance(func, ast.Attribute) and func.attr not in _LENGTH_PRESERVING_METHODS
+            )
+            if mutating and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                handed.add(func.value.id)
             sends = call_name(call) in _BROADCASTS
             for array in arrays & handed:
                 state = frozenset(
@@ -379,16 +382,16 @@ def _bindings(node: ast.AST) -> list[tuple[ast.expr, ast.expr | None]]:
     """(target, value) pairs a statement binds; value None when it is not one expression."""
     if isinstance(node, ast.Assign):
         pairs: list[tuple[ast.expr, ast.expr | None]] = []
+        value = node.value
         for target in node.targets:
-            same_shape = (
+            if (
                 isinstance(target, ast.Tuple)
-                and isinstance(node.value, ast.Tuple)
-                and len(target.elts) == len(node.value.elts)
-            )
-            if same_shape:
-                pairs.extend(zip(target.elts, node.value.elts, strict=True))
+                and isinstance(value, ast.Tuple)
+                and len(target.elts) == len(value.elts)
+            ):
+                pairs.extend(zip(target.elts, value.elts, strict=True))
             else:
-                pairs.append((target, node.value))
+                pairs.append((target, value))
         return pairs
     if isinstance(node, ast.AnnAssign) and node.value is not None:
         return [(node.target, node.value)]

@@ -48,7 +48,7 @@ def _returned_calls(expr: ast.expr | None) -> Iterator[ast.Call]:
 
 
 def _callee(call: ast.Call) -> str:
-    """"bcast" for `X.bcast(...)`, else the called function's or method's simple name."""
+    """ "bcast" for `X.bcast(...)`, else the called function's or method's simple name."""
     if isinstance(call.func, ast.Attribute) and call.func.attr == BCAST:
         return BCAST
     return call_name(call)
@@ -165,9 +165,11 @@ def _result_used(call: ast.Call, function: ast.AST, parents: dict[ast.AST, ast.A
         names = {t.id for t in targets if isinstance(t, ast.Name)}
         if len(names) < len(targets):
             return True  # stored into an attribute, an item, or unpacked
+        inside = set(ast.walk(call))
         return any(
             isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
             for n in ast.walk(function)
+            if n not in inside
         )
     return True
 

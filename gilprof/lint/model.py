@@ -10,7 +10,7 @@ from typing import Any
 
 SCHEMA = "gilprof.lint/1"
 BCAST_FIX = (
-    "gilprof.reference.bcast_after: the root keeps its object and only the others receive "
+    "gilprof.reference.bcast.bcast_after: the root keeps its object and only the others receive "
     "(`out = obj if rank == root else comm.bcast(None, root=root)`)"
 )
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from gilprof.lint.engine import Definitions, lint_source, parse
+from gilprof.lint.engine import Definitions, lint_source
 from gilprof.lint.getters import DEFAULT_GETTERS, project_getters
 from gilprof.lint.model import Finding, LintError, LintResult
 
@@ -125,11 +125,7 @@ def lint_paths(
             else:
                 sources.append(_Source(path, text, mine, "note" if test else "warning"))
     definitions = Definitions()
-    for source in sources:
-        try:
-            definitions.add(parse(source.text, str(source.path)))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            pass  # reported by the second pass
+    definitions.gather([(s.text, str(s.path)) for s in sources], (*builtin, *extra))
     findings: list[Finding] = []
     scanned = 0
     for source in sources:

@@ -43,7 +43,6 @@ def scope_bodies(tree: ast.Module) -> Iterator[tuple[Scope, list[ast.AST]]]:
         stack.extend(reversed([n for n in nodes if isinstance(n, SCOPE_NODES)]))
 
 
-
 def call_name(call: ast.Call) -> str:
     """`f` for `f(...)` and `x.y.f(...)`; "" for anything else called."""
     func = call.func
@@ -52,7 +51,7 @@ def call_name(call: ast.Call) -> str:
 
 _RANK = re.compile(r"(?:^|[._])(?:[a-z]+_)?rank$|^rank", re.IGNORECASE)
 _ROOT_VALUE = re.compile(r"root|src|source|leader|master|driver|^0$", re.IGNORECASE)
-_ROOT_FLAG = re.compile(r"(?:^|[._])(?:is|am)_(?:root|leader|master|driver|first_rank|rank_?0)\b")
+_ROOT_FLAG = re.compile(r"(?:^|[._])(?:is|am)_(?:root|leader|master|driver|first_rank|rank_?0)")
 
 
 def root_test(test: ast.expr) -> bool | None:

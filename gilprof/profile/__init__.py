@@ -6,17 +6,25 @@ analysis reads them, nothing here imports either.
 
 from gilprof.profile.bundle import BUNDLE_SCHEMA, load_profiles, merge_profiles, save_bundle
 from gilprof.profile.files import read_json_file, write_json_atomic, write_text_atomic
-from gilprof.profile.profile import SCHEMA, Profile, Stack, Window
+from gilprof.profile.profile import SCHEMA, SCHEMA_V1, Counts, Profile, Runs, Stack, Window
+from gilprof.profile.stream import StreamWriteError, StreamWriter, is_stream, read_streams
 
 __all__ = [
     "BUNDLE_SCHEMA",
     "SCHEMA",
+    "SCHEMA_V1",
+    "Counts",
     "Profile",
+    "Runs",
     "Stack",
+    "StreamWriteError",
+    "StreamWriter",
     "Window",
+    "is_stream",
     "load_profiles",
     "merge_profiles",
     "read_json_file",
+    "read_streams",
     "save_bundle",
     "write_json_atomic",
     "write_text_atomic",

@@ -1,4 +1,5 @@
 """Files a profile lives in: atomic writes (readers never see half a file) and checked reads."""
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,9 @@ def read_json_file(path: str | os.PathLike[str], what: str) -> Any:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         if _ends_early(text, exc):
-            raise InputError(f"{name}: truncated {what} (JSON ends early at byte {exc.pos})") from None
+            raise InputError(
+                f"{name}: truncated {what} (JSON ends early at byte {exc.pos})"
+            ) from None
         raise InputError(f"{name}: not a valid {what}: {exc.msg} at line {exc.lineno}") from None
     except RecursionError:
         raise InputError(f"{name}: not a valid {what}: nested too deeply") from None
@@ -48,11 +51,14 @@ def _ends_early(text: str, exc: json.JSONDecodeError) -> bool:
     """Whether the decoder failed because the text stops, not because of a wrong byte."""
     if exc.msg.startswith("Unterminated string"):  # reported at the opening quote
         return True
-    rest = text[exc.pos:].rstrip()
+    rest = text[exc.pos :].rstrip()
     # A cut inside a literal (`fals`) or a number (`1.`, `1e-`) is reported where the
     # literal or the unfinished part of the number starts.
-    return (len(rest) <= 1 or (rest[1:] in ("-", "+") and rest[0] in "eE")
-            or any(word.startswith(rest) for word in ("true", "false", "null")))
+    return (
+        len(rest) <= 1
+        or (rest[1:] in ("-", "+") and rest[0] in "eE")
+        or any(word.startswith(rest) for word in ("true", "false", "null"))
+    )
 
 
 def _reject_constant(name: str) -> Any:
@@ -62,8 +68,9 @@ def _reject_constant(name: str) -> Any:
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write to a temporary file in the same folder, then rename: readers never see half a file."""
     target = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=".gilprof-", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(target)))
+    fd, tmp = tempfile.mkstemp(
+        prefix=".gilprof-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(target))
+    )
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -78,4 +85,3 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-

@@ -2,21 +2,95 @@
 
 A profile keeps what the sampler saw (interned frames and stacks, and per-window counts) and
 nothing derived, so `report`, `compare` and `gate` recompute attribution from the same file.
-Memory is bounded by distinct stacks x windows, never by the number of samples.
+Memory is bounded by distinct stacks x windows, never by the number of samples: a loaded
+window keeps its counts as two arrays (Counts) and its contention runs as arrays per thread
+(Runs), a few bytes per entry.
 """
+
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from array import array
+from collections.abc import ItemsView, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from gilprof.model import Frame, Sample, SamplingInfo, Target, ThreadState
 from gilprof.profile.files import read_json_file, write_json_atomic
 
-SCHEMA = "gilprof.profile/1"
+SCHEMA_V1 = "gilprof.profile/1"  # one JSON document, written when sampling ends
+SCHEMA = "gilprof.profile/2"  # a gzip stream of JSON records, appended per window
 SCHEMA_NAME, _, _version = SCHEMA.rpartition("/")
 SCHEMA_VERSION = int(_version)
+
+
+class Counts(Mapping[int, int]):
+    """Stack index -> samples of one loaded window, kept as two parallel arrays.
+
+    A dict costs ~100 bytes per entry; these cost 16. Lookups by key build a dict on first use
+    (the analyses only iterate).
+    """
+
+    __slots__ = ("_index", "_keys", "_values")
+
+    def __init__(self, keys: array[int], values: array[int]) -> None:
+        self._keys = keys
+        self._values = values
+        self._index: dict[int, int] | None = None
+
+    def __getitem__(self, key: int) -> int:
+        if self._index is None:
+            self._index = dict(zip(self._keys, self._values, strict=True))
+        return self._index[key]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def items(self) -> ItemsView[int, int]:
+        return _PairedItems(self)
+
+    def values(self) -> array[int]:  # type: ignore[override]
+        return self._values
+
+    def __repr__(self) -> str:
+        return f"Counts({dict(self.items())!r})"
+
+
+class _PairedItems(ItemsView[int, int]):
+    _mapping: Counts
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self._mapping._keys, self._mapping._values, strict=True)
+
+
+class Runs:
+    """Contention-mode states of one loaded window: per thread, runs of one stack.
+
+    Iterates as (tid, stack index, t0, t1) spans like Window.spans, with times in seconds;
+    kept as arrays of stack indexes and microsecond bounds, the thread id once per thread.
+    """
+
+    __slots__ = ("threads",)
+
+    def __init__(self) -> None:
+        self.threads: list[tuple[int, array[int], array[int], array[int]]] = []
+
+    def add(self, tid: int, stacks: array[int], starts_us: array[int], ends_us: array[int]) -> None:
+        self.threads.append((tid, stacks, starts_us, ends_us))
+
+    def __iter__(self) -> Iterator[tuple[int, int, float, float]]:
+        for tid, stacks, starts, ends in self.threads:
+            for stack, a, b in zip(stacks, starts, ends, strict=True):
+                yield tid, stack, a / 1e6, b / 1e6
+
+    def __len__(self) -> int:
+        return sum(len(stacks) for _, stacks, _, _ in self.threads)
+
+    def __bool__(self) -> bool:
+        return any(len(stacks) for _, stacks, _, _ in self.threads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +107,11 @@ class Window:
     t0: float
     t1: float
     ticks: float
-    counts: dict[int, int] = field(default_factory=dict)  # stack index -> samples
-    # contention mode: (tid, stack index, t0, t1) runs of one stack, all threads on one clock
-    spans: list[tuple[int, int, float, float]] = field(default_factory=list)
+    # stack index -> samples: a dict while sampling, Counts once loaded
+    counts: Mapping[int, int] = field(default_factory=dict)
+    # contention mode: (tid, stack index, t0, t1) runs of one stack, all threads on one clock;
+    # a list while sampling, Runs once loaded
+    spans: list[tuple[int, int, float, float]] | Runs = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -64,6 +140,8 @@ class Profile:
 
     def intern_stack(self, tid: int, state: ThreadState, frames: Iterable[Frame]) -> int:
         stack = Stack(tid, state, tuple(self.intern_frame(f) for f in frames))
+        if len(self._stack_index) < len(self.stacks):  # a loaded profile: indexed on first use
+            self._stack_index = {s: i for i, s in reversed(list(enumerate(self.stacks)))}
         index = self._stack_index.get(stack)
         if index is None:
             index = len(self.stacks)
@@ -71,17 +149,47 @@ class Profile:
             self._stack_index[stack] = index
         return index
 
-    def add_window(self, t0: float, t1: float, ticks: float, samples: Iterable[Sample],
-                   spans: Iterable[tuple[Sample, float, float]] = ()) -> Window:
+    def add_window(
+        self,
+        t0: float,
+        t1: float,
+        ticks: float,
+        samples: Iterable[Sample],
+        spans: Iterable[tuple[Sample, float, float]] = (),
+    ) -> Window:
         """Counts per stack; `spans` (sample, start, end) in seconds on the window's clock."""
-        window = Window(t0, t1, ticks)
+        counts: dict[int, int] = {}
         for sample in samples:
             index = self._intern_sample(sample)
-            window.counts[index] = window.counts.get(index, 0) + sample.count
-        for sample, start, end in spans:
-            window.spans.append((sample.tid, self._intern_sample(sample), t0 + start, t0 + end))
+            counts[index] = counts.get(index, 0) + sample.count
+        runs = [
+            (sample.tid, self._intern_sample(sample), t0 + start, t0 + end)
+            for sample, start, end in spans
+        ]
+        window = Window(t0, t1, ticks, counts, runs)
         self.windows.append(window)
         return window
+
+    def fold_windows(self) -> None:
+        """Replace the windows by one holding their summed counts, spans dropped: a capture
+        whose windows already went to its stream keeps only this, so its memory stays flat.
+        The folded window covers as many seconds as the windows did (gaps left out)."""
+        if not self.windows or (len(self.windows) == 1 and not self.windows[0].spans):
+            return
+        first = self.windows[0]
+        # the running total is the first window's own dict after the first fold: no copy per window
+        counts = (
+            first.counts
+            if isinstance(first.counts, dict) and not first.spans
+            else dict(first.counts)
+        )
+        for window in self.windows[1:]:
+            for index, count in window.counts.items():
+                counts[index] = counts.get(index, 0) + count
+        seconds = sum(w.seconds for w in self.windows)
+        self.windows = [
+            Window(first.t0, first.t0 + seconds, sum(w.ticks for w in self.windows), counts)
+        ]
 
     def _intern_sample(self, sample: Sample) -> int:
         if sample.thread_name or sample.tid not in self.threads:
@@ -116,8 +224,13 @@ class Profile:
         """Aggregated samples over the whole profile, one per distinct stack."""
         for index, count in self.total_counts().items():
             stack = self.stacks[index]
-            yield Sample(stack.tid, self.threads.get(stack.tid, ""), self.stack_frames(index),
-                         count, stack.state)
+            yield Sample(
+                stack.tid,
+                self.threads.get(stack.tid, ""),
+                self.stack_frames(index),
+                count,
+                stack.state,
+            )
 
     @property
     def label(self) -> str:
@@ -132,7 +245,7 @@ class Profile:
         target = asdict(self.target)
         target["cmdline"] = list(self.target.cmdline)
         return {
-            "schema": SCHEMA,
+            "schema": SCHEMA_V1,
             "target": target,
             "sampling": sampling,
             "threads": [{"tid": tid, "name": name} for tid, name in sorted(self.threads.items())],
@@ -143,14 +256,25 @@ class Profile:
 
     @staticmethod
     def _window_dict(w: Window) -> dict[str, Any]:
-        out: dict[str, Any] = {"t0": round(w.t0, 6), "t1": round(w.t1, 6), "ticks": w.ticks,
-                               "counts": [[i, c] for i, c in sorted(w.counts.items())]}
+        out: dict[str, Any] = {
+            "t0": round(w.t0, 6),
+            "t1": round(w.t1, 6),
+            "ticks": w.ticks,
+            "counts": [[i, c] for i, c in sorted(w.counts.items())],
+        }
         if w.spans:
             out["spans"] = [[tid, stack, round(a, 6), round(b, 6)] for tid, stack, a, b in w.spans]
         return out
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        write_json_atomic(path, self.to_dict())
+    def save(self, path: str | os.PathLike[str], version: int = 1) -> None:
+        """Write the whole profile at once, atomically: as one JSON document (version 1) or as
+        a complete gilprof.profile/2 stream."""
+        if version == 1:
+            write_json_atomic(path, self.to_dict())
+            return
+        from gilprof.profile.stream import save_streams
+
+        save_streams(path, [self])
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "profile") -> Profile:
@@ -160,5 +284,17 @@ class Profile:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Profile:
-        return cls.from_dict(read_json_file(path, what="profile"), source=str(path))
+        """A profile file of either schema (a bundle of several is refused: see load_profiles)."""
+        from gilprof.profile.stream import is_stream, read_streams
 
+        if is_stream(path):
+            profiles = read_streams(path)
+            if len(profiles) != 1:
+                from gilprof.errors import InputError
+
+                raise InputError(
+                    f"{os.fspath(path)}: holds {len(profiles)} profiles, not one "
+                    "(a bundle: `gilprof report` reads it)"
+                )
+            return profiles[0]
+        return cls.from_dict(read_json_file(path, what="profile"), source=str(path))

@@ -1,12 +1,14 @@
 """Reading a saved profile: every field checked, one clear error naming the file and key."""
+
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Any
 
 from gilprof.errors import InputError
 from gilprof.model import Frame, Mode, SamplingInfo, Target, ThreadState
-from gilprof.profile.profile import SCHEMA, SCHEMA_NAME, SCHEMA_VERSION, Profile, Window
+from gilprof.profile.profile import SCHEMA, SCHEMA_NAME, SCHEMA_VERSION, Counts, Profile, Window
 
 
 class ProfileReader:
@@ -18,12 +20,12 @@ class ProfileReader:
     def fail(self, message: str) -> InputError:
         return InputError(f"{self.source}: {message}")
 
-    def read(self, data: Any) -> Profile:
-        if not isinstance(data, dict):
-            raise self.fail("not a gilprof profile (expected a JSON object)")
-        schema = data.get("schema")
+    def check_schema(self, schema: Any) -> int:
+        """The schema's version, if this gilprof reads it; else one clear error."""
         if not isinstance(schema, str) or not schema.startswith(SCHEMA_NAME + "/"):
-            raise self.fail(f"not a gilprof profile (schema is {_short(schema)}, expected {SCHEMA!r})")
+            raise self.fail(
+                f"not a gilprof profile (schema is {_short(schema)}, expected {SCHEMA!r})"
+            )
         version_text = schema.rpartition("/")[2]
         # ASCII digits only ("²".isdigit() is true), and few enough for int() to accept.
         if not (version_text.isascii() and version_text.isdigit()) or len(version_text) > 18:
@@ -36,20 +38,40 @@ class ProfileReader:
             )
         if version < 1:
             raise self.fail(f"unknown schema version {_short(schema)}")
+        return version
+
+    def read(self, data: Any) -> Profile:
+        """A decoded gilprof.profile/1 document (version 2 is a stream: gilprof.profile.stream)."""
+        if not isinstance(data, dict):
+            raise self.fail("not a gilprof profile (expected a JSON object)")
+        if self.check_schema(data.get("schema")) != 1:
+            raise self.fail(f"{SCHEMA_NAME}/2 is a gzip stream of records, not one JSON document")
         try:
             return self._read_v1(data)
         # OverflowError: an integer beyond the float range; RecursionError: repr() of a value
         # nested hundreds deep while an error message is formatted.
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
-                RecursionError) as exc:
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            IndexError,
+            AttributeError,
+            OverflowError,
+            RecursionError,
+        ) as exc:
             detail = str(exc)
             detail = detail if len(detail) <= 120 else detail[:117] + "..."
             raise self.fail(f"malformed profile ({type(exc).__name__}: {detail})") from None
 
-    def _read_v1(self, data: dict[str, Any]) -> Profile:
-        t = self._object(data, "target")
-        s = self._object(data, "sampling")
-        target = Target(
+    def read_header(self, data: dict[str, Any]) -> Profile:
+        """An empty profile with the target and sampling settings of `data`."""
+        return Profile(
+            self.read_target(self._object(data, "target")),
+            self.read_sampling(self._object(data, "sampling")),
+        )
+
+    def read_target(self, t: dict[str, Any]) -> Target:
+        return Target(
             pid=self._int(t, "pid"),
             rank=self._opt_int(t, "rank"),
             rank_source=self._opt_str(t, "rank_source"),
@@ -60,12 +82,18 @@ class ProfileReader:
             hostname=str(t.get("hostname") or ""),
             python=str(t.get("python") or ""),
             cmdline=tuple(str(a) for a in self._list(t, "cmdline", default=[])),
+            role=self._opt_str(t, "role"),
+            role_source=self._opt_str(t, "role_source"),
         )
+
+    def read_sampling(self, s: dict[str, Any]) -> SamplingInfo:
         try:
             mode = Mode(s.get("mode"))
         except ValueError:
-            raise self.fail(f"sampling.mode: expected gil, wall or cpu, got {_short(s.get('mode'))}") from None
-        sampling = SamplingInfo(
+            raise self.fail(
+                f"sampling.mode: expected gil, wall or cpu, got {_short(s.get('mode'))}"
+            ) from None
+        return SamplingInfo(
             sampler=str(s.get("sampler", "")),
             sampler_version=str(s.get("sampler_version", "")),
             mode=mode,
@@ -79,7 +107,12 @@ class ProfileReader:
             partial_reason=self._opt_str(s, "partial_reason"),
             ticks_source=str(s.get("ticks_source", "estimated")),
             messages=tuple(str(m) for m in self._list(s, "messages", default=[])),
+            priority=str(s.get("priority") or ""),
         )
+
+    def _read_v1(self, data: dict[str, Any]) -> Profile:
+        target = self.read_target(self._object(data, "target"))
+        sampling = self.read_sampling(self._object(data, "sampling"))
         profile = Profile(target, sampling)
         for i, entry in enumerate(self._list(data, "threads", default=[])):
             if not isinstance(entry, dict):
@@ -96,25 +129,36 @@ class ProfileReader:
             indices = [int(x) for x in entry[2]]
             if any(not 0 <= x < nframes for x in indices):
                 raise self.fail(f"stacks[{i}]: frame index out of range")
-            profile.intern_stack(int(entry[0]), ThreadState(entry[1]),
-                                 (profile.frames[x] for x in indices))
+            profile.intern_stack(
+                int(entry[0]), ThreadState(entry[1]), (profile.frames[x] for x in indices)
+            )
         nstacks = len(profile.stacks)
         for i, entry in enumerate(self._list(data, "windows")):
             if not isinstance(entry, dict):
                 raise self.fail(f"windows[{i}]: expected an object")
-            window = Window(self._number(entry, "t0"), self._number(entry, "t1"),
-                            self._number(entry, "ticks"))
+            counts: dict[int, int] = {}
             for pair in self._list(entry, "counts"):
                 index, count = int(pair[0]), int(pair[1])
                 if not 0 <= index < nstacks or count < 0:
                     raise self.fail(f"windows[{i}].counts: bad entry {_short(pair)}")
-                window.counts[index] = window.counts.get(index, 0) + count
+                counts[index] = counts.get(index, 0) + count
+            spans = []
             for span in self._list(entry, "spans", default=[]):
                 tid, index, a, b = int(span[0]), int(span[1]), float(span[2]), float(span[3])
                 if not 0 <= index < nstacks or not (math.isfinite(a) and math.isfinite(b)) or b < a:
                     raise self.fail(f"windows[{i}].spans: bad entry {_short(span)}")
-                window.spans.append((tid, index, a, b))
-            profile.windows.append(window)
+                spans.append((tid, index, a, b))
+            keys = sorted(counts)
+            # Compact counts as a v2 load keeps them: a dict per window costs ~6x more.
+            profile.windows.append(
+                Window(
+                    self._number(entry, "t0"),
+                    self._number(entry, "t1"),
+                    self._number(entry, "ticks"),
+                    Counts(array("q", keys), array("q", [counts[k] for k in keys])),
+                    spans,
+                )
+            )
         profile.finish()
         return profile
 
@@ -144,8 +188,9 @@ class ProfileReader:
         value = data.get(key)
         return None if value is None else str(value)
 
-    def _number(self, data: dict[str, Any], key: str, default: float | None = None,
-                positive: bool = False) -> float:
+    def _number(
+        self, data: dict[str, Any], key: str, default: float | None = None, positive: bool = False
+    ) -> float:
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
             raise self.fail(f"{key}: expected a finite number, got {_short(value)}")
@@ -170,4 +215,3 @@ def _short(value: Any) -> str:
     except (RecursionError, ValueError):  # nested too deep, or an int of 4300+ digits inside
         return f"a {type(value).__name__} too large to show"
     return text if len(text) <= 60 else text[:57] + "..."
-

@@ -166,7 +166,7 @@ _TOP_KEYS = ("name", "description", "target", "sampling", "watch", "steps", "gat
 _TARGET_KEYS = ("rank", "role", "match", "launcher", "role_env", "parent_match", "threads")
 _SAMPLING_KEYS = ("mode", "rate", "duration", "native")
 _WATCH_KEYS = ("function", "file", "why", "fix")
-_STEPS_KEYS = ("log", "parser")
+_STEPS_KEYS = ("log", "parser", "loop_thread", "device_wait")
 _GATE_KEYS = ("max_share", "max_utilization", "max_host_step_p50_ms", "max_regression")
 
 
@@ -244,6 +244,16 @@ def _steps(check: _Checker, raw: Any) -> StepsSpec:
     return StepsSpec(
         parser=check.choice(data["parser"], "steps.parser", STEP_PARSERS),
         log=check.string(data["log"], "steps.log") if "log" in data else None,
+        loop_thread=(
+            check.regex(data["loop_thread"], "steps.loop_thread") if "loop_thread" in data else None
+        ),
+        device_wait=(
+            check.string_list(
+                data["device_wait"], "steps.device_wait", _FUNCTION_RE, "a function name"
+            )
+            if "device_wait" in data
+            else ()
+        ),
     )
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from gilprof.analysis.gate import GateBudgets
 from gilprof.model import Mode, function_name_matches
+from gilprof.sampling.roles import RoleRules
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -34,7 +35,13 @@ _FUNCTION_RE = re.compile(r"^[A-Za-z_<][A-Za-z0-9_<>.]*$")
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """How to pick the process (and know its threads) among the job's Python processes."""
+    """How to pick the process (and know its threads) among the job's Python processes.
+
+    `role` is the default of `attach --role`; `role_env` (a variable holding the role) and
+    `parent_match` with `role` (an ancestor's command line that marks a rank of that role)
+    are role rules, tried after gilprof's own (gilprof.sampling.roles). Without `role`,
+    `parent_match` keeps only ranks with a matching ancestor.
+    """
 
     rank: int = 0
     role: str | None = None
@@ -43,6 +50,14 @@ class TargetSpec:
     role_env: str | None = None
     parent_match: str | None = None
     threads: tuple[str, ...] = ()
+
+    def role_rules(self, label: str) -> RoleRules | None:
+        """The recipe's role rules for discovery, None if it has none."""
+        if self.role_env is None and not (self.role and self.parent_match):
+            return None
+        return RoleRules(
+            label=label, role=self.role, parent_match=self.parent_match, role_env=self.role_env
+        )
 
     def matches_thread(self, thread_name: str) -> bool:
         """Whether `thread_name` is one of the recipe's expected threads (glob patterns)."""
@@ -83,6 +98,10 @@ class StepsSpec:
 
     parser: str
     log: str | None = None
+    # The thread that runs the step loop (regex on thread names) and functions in which it
+    # waits for the device, for the host/device verdict (gilprof.analysis.verdict).
+    loop_thread: str | None = None
+    device_wait: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,7 +157,12 @@ class Recipe:
             ],
             "steps": None
             if self.steps is None
-            else {"parser": self.steps.parser, "log": self.steps.log},
+            else {
+                "parser": self.steps.parser,
+                "log": self.steps.log,
+                "loop_thread": self.steps.loop_thread,
+                "device_wait": list(self.steps.device_wait),
+            },
             "gate": {
                 "max_share": dict(self.gate.max_share),
                 "max_utilization": self.gate.max_utilization,

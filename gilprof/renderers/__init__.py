@@ -26,10 +26,16 @@ _ALIASES = {"text": HUMAN_FORMAT, "plain-table": HUMAN_FORMAT}
 
 # kind -> modules that register its renderers (loaded on first use of the kind).
 KIND_MODULES: dict[str, tuple[str, ...]] = {
-    "report": ("gilprof.renderers.report",),
-    "ranks": ("gilprof.renderers.ranks",),
+    "report": (
+        "gilprof.renderers.report",
+        "gilprof.renderers.html.report",
+        "gilprof.renderers.flamegraph",
+        "gilprof.renderers.perfetto",
+        "gilprof.renderers.pprof",
+    ),
+    "ranks": ("gilprof.renderers.ranks", "gilprof.renderers.html.report"),
     "steps": ("gilprof.renderers.steps",),
-    "compare": ("gilprof.renderers.compare",),
+    "compare": ("gilprof.renderers.compare", "gilprof.renderers.html.diff"),
     "gate": ("gilprof.renderers.gate",),
     "lint": ("gilprof.renderers.lint",),
     "bench_reference": ("gilprof.renderers.bench_reference",),
@@ -53,8 +59,9 @@ _REGISTRY: dict[tuple[str, str], RendererInfo] = {}
 _LOADED: set[str] = set()
 
 
-def register(kind: str, name: str, *, extension: str = ".txt", binary: bool = False,
-             description: str = "") -> Callable[[Renderer], Renderer]:
+def register(
+    kind: str, name: str, *, extension: str = ".txt", binary: bool = False, description: str = ""
+) -> Callable[[Renderer], Renderer]:
     def decorator(func: Renderer) -> Renderer:
         _REGISTRY[(kind, name)] = RendererInfo(kind, name, extension, binary, description, func)
         return func

@@ -11,11 +11,14 @@ from rich.table import Table
 from rich.text import Text
 
 from gilprof.analysis.compare import IMPROVED, REGRESSED, Comparison, ShareChange, StepsChange
+from gilprof.analysis.verdict import Verdict
 from gilprof.renderers import register
 from gilprof.renderers._rich import to_text
 from gilprof.stats import Difference
 
-COMPARE_SCHEMA = "gilprof.analysis.compare/1"
+# /2: steps.verdict_before/after became the host/device verdicts of the loop thread (objects,
+# null without profiles' evidence); the log-only ratio reading is steps.reading_before/after.
+COMPARE_SCHEMA = "gilprof.analysis.compare/2"
 _STYLE = {IMPROVED: "green", REGRESSED: "red"}
 
 
@@ -24,41 +27,72 @@ def _num(value: float | None) -> float | None:
 
 
 def _diff_dict(d: Difference) -> dict[str, Any]:
-    return {"before": d.before, "after": d.after, "delta": d.delta, "ci_low": _num(d.low),
-            "ci_high": _num(d.high), "relative": d.relative, "significant": d.significant}
+    return {
+        "before": d.before,
+        "after": d.after,
+        "delta": d.delta,
+        "ci_low": _num(d.low),
+        "ci_high": _num(d.high),
+        "relative": d.relative,
+        "significant": d.significant,
+    }
 
 
 def _row_dict(c: ShareChange) -> dict[str, Any]:
-    return {"function": c.name, "file": c.file, "thread": c.thread,
-            "total_share": _diff_dict(c.total), "self_share_before": c.self_before,
-            "self_share_after": c.self_after, "verdict": c.verdict}
-
-
-def _steps_dict(s: StepsChange) -> dict[str, Any]:
-    return {"rank": s.rank, "host_step_ms_p50": _diff_dict(s.host_p50),
-            "device_step_ms_p50": _diff_dict(s.device_p50) if s.device_p50 else None,
-            "host_step_ms_p90": {"before": s.host_p90_before, "after": s.host_p90_after},
-            "verdict_before": s.verdict_before, "verdict_after": s.verdict_after,
-            "device_host_ratio_before": s.ratio_before, "device_host_ratio_after": s.ratio_after}
-
-
-def comparison_dict(c: Comparison) -> dict[str, Any]:
     return {
-        "schema": COMPARE_SCHEMA, "before": c.before_label, "after": c.after_label,
-        "mode": str(c.mode), "confidence": c.confidence, "batches": list(c.batches),
+        "function": c.name,
+        "file": c.file,
+        "thread": c.thread,
+        "total_share": _diff_dict(c.total),
+        "self_share_before": c.self_before,
+        "self_share_after": c.self_after,
+        "verdict": c.verdict,
+    }
+
+
+Verdicts = tuple["Verdict | None", "Verdict | None"]
+
+
+def _steps_dict(s: StepsChange, verdicts: Verdicts) -> dict[str, Any]:
+    return {
+        "rank": s.rank,
+        "host_step_ms_p50": _diff_dict(s.host_p50),
+        "device_step_ms_p50": _diff_dict(s.device_p50) if s.device_p50 else None,
+        "host_step_ms_p90": {"before": s.host_p90_before, "after": s.host_p90_after},
+        "reading_before": s.reading_before,
+        "reading_after": s.reading_after,
+        "verdict_before": verdicts[0].to_json() if verdicts[0] else None,
+        "verdict_after": verdicts[1].to_json() if verdicts[1] else None,
+        "device_host_ratio_before": s.ratio_before,
+        "device_host_ratio_after": s.ratio_after,
+    }
+
+
+def comparison_dict(c: Comparison, verdicts: Verdicts = (None, None)) -> dict[str, Any]:
+    return {
+        "schema": COMPARE_SCHEMA,
+        "before": c.before_label,
+        "after": c.after_label,
+        "mode": str(c.mode),
+        "confidence": c.confidence,
+        "batches": list(c.batches),
         "utilization": _diff_dict(c.utilization.total) if c.utilization else None,
-        "threads": [{"thread": t.name, "held_share": _diff_dict(t.total), "verdict": t.verdict}
-                    for t in c.threads],
+        "threads": [
+            {"thread": t.name, "held_share": _diff_dict(t.total), "verdict": t.verdict}
+            for t in c.threads
+        ],
         "functions": [_row_dict(f) for f in c.functions],
-        "watch": [{"function": w.name, "total_share": _diff_dict(w.total), "verdict": w.verdict}
-                  for w in c.watch],
-        "steps": _steps_dict(c.steps) if c.steps else None,
+        "watch": [
+            {"function": w.name, "total_share": _diff_dict(w.total), "verdict": w.verdict}
+            for w in c.watch
+        ],
+        "steps": _steps_dict(c.steps, verdicts) if c.steps else None,
     }
 
 
 @register("compare", "json", extension=".json", description="machine-readable")
-def render_json(c: Comparison, **_: Any) -> str:
-    return json.dumps(comparison_dict(c), indent=2) + "\n"
+def render_json(c: Comparison, verdicts: Verdicts = (None, None), **_: Any) -> str:
+    return json.dumps(comparison_dict(c, verdicts), indent=2) + "\n"
 
 
 def _pct(v: float) -> str:
@@ -71,8 +105,13 @@ def _pp(v: float) -> str:
 
 def share_cells(d: Difference) -> list[str]:
     rel = "" if d.relative is None else f"{100 * d.relative:+.0f}%"
-    return [_pct(d.before), _pct(d.after), f"{_pp(d.delta)} pp", rel,
-            f"[{_pp(d.low)}, {_pp(d.high)}]"]
+    return [
+        _pct(d.before),
+        _pct(d.after),
+        f"{_pp(d.delta)} pp",
+        rel,
+        f"[{_pp(d.low)}, {_pp(d.high)}]",
+    ]
 
 
 def ms_cells(d: Difference) -> list[str]:
@@ -87,31 +126,60 @@ def _share_table(title: str, rows: list[ShareChange], first: str) -> Table:
     for name in ("before", "after", "change", "rel", "95% CI (pp)", "verdict"):
         table.add_column(name, justify="left" if name == "verdict" else "right")
     for row in rows:
-        label = row.name + (f" ({row.file})" if row.file else "") + \
-            (f" [{row.thread}]" if row.thread and first == "function" else "")
-        table.add_row(label, *share_cells(row.total), Text(row.verdict, style=_STYLE.get(row.verdict, "")))
+        label = (
+            row.name
+            + (f" ({row.file})" if row.file else "")
+            + (f" [{row.thread}]" if row.thread and first == "function" else "")
+        )
+        table.add_row(
+            label, *share_cells(row.total), Text(row.verdict, style=_STYLE.get(row.verdict, ""))
+        )
     return table
 
 
-def steps_verdict_line(s: StepsChange) -> str:
-    def side(verdict: str, ratio: float | None) -> str:
-        return verdict + ("" if ratio is None else f" (device/host p50 {ratio:.2f})")
+def steps_verdict_line(s: StepsChange, verdicts: Verdicts = (None, None)) -> str:
+    """Per side: the loop thread's verdict when there is one, else what the log's ratio shows."""
 
-    return f"before: {side(s.verdict_before, s.ratio_before)}; after: {side(s.verdict_after, s.ratio_after)}"
+    def side(reading: str, ratio: float | None, verdict: Verdict | None) -> str:
+        if verdict is not None:
+            return verdict.headline
+        text = reading + ("" if ratio is None else f" (device/host p50 {ratio:.2f})")
+        return f"{text}; host- or device-bound needs a profile's loop thread"
+
+    return (
+        f"before: {side(s.reading_before, s.ratio_before, verdicts[0])}\n"
+        f"after: {side(s.reading_after, s.ratio_after, verdicts[1])}"
+    )
 
 
 @register("compare", "table", extension=".txt", description="for a terminal")
-def render_table(c: Comparison, *, color: bool = False, width: int | None = None, **_: Any) -> str:
-    out: list[Any] = [Text(f"before: {c.before_label}   after: {c.after_label}   "
-                           f"({c.mode} mode, {c.batches[0]}/{c.batches[1]} batches, "
-                           f"{100 * c.confidence:.0f}% intervals)")]
+def render_table(
+    c: Comparison,
+    *,
+    color: bool = False,
+    width: int | None = None,
+    verdicts: Verdicts = (None, None),
+    **_: Any,
+) -> str:
+    out: list[Any] = [
+        Text(
+            f"before: {c.before_label}   after: {c.after_label}   "
+            f"({c.mode} mode, {c.batches[0]}/{c.batches[1]} batches, "
+            f"{100 * c.confidence:.0f}% intervals)"
+        )
+    ]
     if c.utilization:
         out.append(_share_table("GIL", [c.utilization], "metric"))
     if c.watch:
         out.append(_share_table("Watched functions (total share)", list(c.watch), "function"))
     if c.threads:
-        out.append(_share_table("Threads (held share)" if c.utilization else "Threads (sampled share)",
-                                list(c.threads), "thread"))
+        out.append(
+            _share_table(
+                "Threads (held share)" if c.utilization else "Threads (sampled share)",
+                list(c.threads),
+                "thread",
+            )
+        )
     if c.steps:
         s = c.steps
         table = Table(title=f"Step times, rank {s.rank} (ms, median)", title_justify="left")
@@ -120,38 +188,171 @@ def render_table(c: Comparison, *, color: bool = False, width: int | None = None
         table.add_row("host step p50", *ms_cells(s.host_p50))
         if s.device_p50:
             table.add_row("device step p50", *ms_cells(s.device_p50))
-        table.add_row("host step p90", f"{s.host_p90_before:.1f}", f"{s.host_p90_after:.1f}", "", "", "")
-        out += [table, Text(steps_verdict_line(s))]
+        table.add_row(
+            "host step p90", f"{s.host_p90_before:.1f}", f"{s.host_p90_after:.1f}", "", "", ""
+        )
+        out += [table, Text(steps_verdict_line(s, verdicts))]
     out.append(_share_table("Functions (total share)", list(c.functions), "function"))
     return to_text(out, color=color, width=width)
 
 
 def _md_rows(rows: list[ShareChange]) -> list[str]:
-    lines = ["| | before | after | change | rel | 95% CI (pp) | verdict |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| | before | after | change | rel | 95% CI (pp) | verdict |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
-        label = f"`{r.name}`" + (f" ({os.path.basename(r.file)})" if r.file else "") + \
-            (f" [{r.thread}]" if r.thread and r.thread != r.name else "")
+        label = (
+            f"`{r.name}`"
+            + (f" ({os.path.basename(r.file)})" if r.file else "")
+            + (f" [{r.thread}]" if r.thread and r.thread != r.name else "")
+        )
         mark = {IMPROVED: "✅ ", REGRESSED: "❌ "}.get(r.verdict, "")
         lines.append(f"| {label} | " + " | ".join(share_cells(r.total)) + f" | {mark}{r.verdict} |")
     return lines
 
 
 @register("compare", "markdown", extension=".md", description="for a PR comment")
-def render_markdown(c: Comparison, **_: Any) -> str:
-    lines = ["### gilprof compare", "", f"before: {c.before_label} · after: {c.after_label} · "
-             f"{c.mode} mode · {100 * c.confidence:.0f}% intervals (batch means over "
-             f"{c.batches[0]}/{c.batches[1]} windows)", ""]
+def render_markdown(c: Comparison, verdicts: Verdicts = (None, None), **_: Any) -> str:
+    lines = [
+        "### gilprof compare",
+        "",
+        f"before: {c.before_label} · after: {c.after_label} · "
+        f"{c.mode} mode · {100 * c.confidence:.0f}% intervals (batch means over "
+        f"{c.batches[0]}/{c.batches[1]} windows)",
+        "",
+    ]
     if c.steps:
         s = c.steps
-        lines += [f"**Step times, rank {s.rank}** (ms)", "",
-                  "| | before | after | change | rel | 95% CI |", "|---|---:|---:|---:|---:|---:|",
-                  "| host step p50 | " + " | ".join(ms_cells(s.host_p50)) + " |"]
+        lines += [
+            f"**Step times, rank {s.rank}** (ms)",
+            "",
+            "| | before | after | change | rel | 95% CI |",
+            "|---|---:|---:|---:|---:|---:|",
+            "| host step p50 | " + " | ".join(ms_cells(s.host_p50)) + " |",
+        ]
         if s.device_p50:
             lines.append("| device step p50 | " + " | ".join(ms_cells(s.device_p50)) + " |")
-        lines += ["", steps_verdict_line(s), ""]
+        lines += ["", *[f"- {line}" for line in steps_verdict_line(s, verdicts).splitlines()], ""]
     rows = ([c.utilization] if c.utilization else []) + list(c.watch)
     lines += ["**GIL and watched functions**", "", *_md_rows(rows), ""]
     lines += ["**Threads**", "", *_md_rows(list(c.threads)), ""]
-    lines += ["<details><summary>Functions</summary>", "", *_md_rows(list(c.functions)), "", "</details>", ""]
+    lines += [
+        "<details><summary>Functions</summary>",
+        "",
+        *_md_rows(list(c.functions)),
+        "",
+        "</details>",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# The demo's plain-language summary (the opening of its report.md)
+
+_PATTERNS = {  # watched function -> the lint rule that finds its pattern in other code
+    "safe_broadcast": "GP001 (a sender unpickles the bytes it just pickled: a deep copy per call)",
+    "_balance_requests_across_ranks": "GP002 (a copying getter read more than once per item)",
+    "broadcast_sample_state": "GP004 (mpi4py's lowercase `bcast` with the root using the result)",
+}
+
+
+def _find(rows: tuple[ShareChange, ...], name: str) -> ShareChange | None:
+    return next((r for r in rows if r.name == name), None)
+
+
+def demo_summary(
+    c: Comparison,
+    verdicts: Verdicts,
+    notes: dict[str, tuple[str, str | None]],
+    profiles: tuple[Any, Any],
+    logs: tuple[Any, Any],
+) -> str:
+    """What held the GIL, what changed, which fix applies, how to find it, what to run next."""
+    before_path, after_path = (str(p) for p in profiles)
+    held = []
+    for w in c.watch:
+        if w.total.before >= 0.01:
+            held.append(
+                f"`{w.name}` was on the GIL holder's stack {_pct(w.total.before)} of the time"
+            )
+    busiest = max(c.threads, key=lambda t: t.total.before, default=None)
+    lines = ["## What the demo found", ""]
+    utilization = (
+        f"Before the fix, some thread held rank 0's GIL {_pct(c.utilization.total.before)} "
+        "of the time"
+        if c.utilization
+        else "Before the fix"
+    )
+    lines.append(
+        f"**What held the GIL.** {utilization}"
+        + (
+            f"; the busiest thread was `{busiest.name}` ({_pct(busiest.total.before)})"
+            if busiest
+            else ""
+        )
+        + (": " + "; ".join(held) if held else "")
+        + "."
+    )
+    changes = []
+    for w in c.watch:
+        if w.total.significant or max(w.total.before, w.total.after) >= 0.01:
+            changes.append(
+                f"`{w.name}` {_pct(w.total.before)} -> {_pct(w.total.after)} ({w.verdict})"
+            )
+    if c.steps:
+        host = c.steps.host_p50
+        changes.append(
+            f"host step p50 {host.before:.1f} -> {host.after:.1f} ms"
+            + ("" if host.relative is None else f" ({100 * host.relative:+.0f}%)")
+        )
+    lines += ["", "**What changed.** After the fix: " + "; ".join(changes) + "."]
+    if any(verdicts):
+        sides = [
+            f"{side}: {v.headline}"
+            for side, v in zip(("before", "after"), verdicts, strict=True)
+            if v is not None
+        ]
+        lines += ["", "**Host- or device-bound.** " + "; ".join(sides) + "."]
+        decide = next((v.command for v in verdicts if v is not None and v.command), None)
+        if decide:
+            lines.append(
+                f"A gil-mode profile sees only the GIL holder, so it cannot show the loop "
+                f"waiting for the device; to decide: `{decide}`."
+            )
+    fixes = []
+    for w in c.watch:
+        why, fix = notes.get(w.name, ("", None))
+        if fix and w.total.before >= 0.01:
+            fixes.append(f"- `{w.name}`: {' '.join(why.split())} Reference fix: `{fix}`.")
+    if fixes:
+        lines += [
+            "",
+            "**The fix.** The after run uses these reference implementations from "
+            "`gilprof.reference` (`implementation('after')`):",
+            "",
+            *fixes,
+        ]
+    rules = [f"- {_PATTERNS[w.name]} for `{w.name}`" for w in c.watch if w.name in _PATTERNS]
+    lines += [
+        "",
+        "**Find the pattern in your own code.** `gilprof lint path/to/your/package` "
+        "reports the anti-patterns these fixes remove, with the fix for each:",
+        "",
+        *rules,
+    ]
+    lines += [
+        "",
+        "**Next commands.**",
+        "",
+        f"    gilprof report {before_path} --by-thread         # who held the GIL, per thread",
+        f"    gilprof report {before_path} --steps {logs[0]}   # the verdict, and what decides it",
+        f"    gilprof compare {before_path} {after_path} --steps-before {logs[0]} "
+        f"--steps-after {logs[1]}",
+        f"    gilprof gate {after_path} --recipe disagg-gen-example   # the CI budgets",
+        "    gilprof attach --rank 0 --mode contention -d 20 -o c.json   # on your job: "
+        "who waits for whom",
+        "",
+    ]
     return "\n".join(lines)

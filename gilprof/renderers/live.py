@@ -19,8 +19,10 @@ def summary_lines(profile: Profile, path: str) -> list[str]:
     """Where the profile went, how much it holds, and the top GIL holders."""
     s = profile.sampling
     note = f", PARTIAL: {s.partial_reason}" if s.partial else ""
-    lines = [f"wrote {path} ({s.samples} samples over {s.duration_s:.1f} s, "
-             f"{len(profile.windows)} windows{note})"]
+    lines = [
+        f"wrote {path} ({s.samples} samples over {s.duration_s:.1f} s, "
+        f"{len(profile.windows)} windows{note})"
+    ]
     top = attribute(profile)
     by_self = sorted(top.functions, key=lambda f: -f.self_samples)[:3]
     if by_self and s.mode.knows_gil:
@@ -48,8 +50,12 @@ class LiveStatus:
             from rich.live import Live
             from rich.text import Text
 
-            self._live = Live(Text(f"sampling {label}: attaching..."),
-                              console=Console(stderr=True), refresh_per_second=4, transient=True)
+            self._live = Live(
+                Text(f"sampling {label}: attaching..."),
+                console=Console(stderr=True),
+                refresh_per_second=4,
+                transient=True,
+            )
             self._live.__enter__()
 
     def window(self, profile: Profile, _window: object) -> None:
@@ -61,9 +67,12 @@ class LiveStatus:
         attribution = attribute(profile, watch=())
         by_self = sorted(attribution.functions, key=lambda f: -f.self_samples)[:3]
         holders = ", ".join(f"{f.key.name} {100 * f.self_share:.0f}%" for f in by_self) or "-"
-        self._live.update(Text(
-            f"sampling {self.label}  {time.monotonic() - self.started:5.1f} s  "
-            f"{attribution.samples} samples  top: {holders}  (Ctrl-C stops and saves)"))
+        self._live.update(
+            Text(
+                f"sampling {self.label}  {time.monotonic() - self.started:5.1f} s  "
+                f"{attribution.samples} samples  top: {holders}  (Ctrl-C stops and saves)"
+            )
+        )
 
     def done(self) -> None:
         if self._live is not None:

@@ -27,20 +27,53 @@ def _shown(p: ProcessInfo) -> str:
 
 @register("ps", "json", extension=".json", description="machine-readable")
 def render_json(procs: list[ProcessInfo], **_: Any) -> str:
-    rows = [{"pid": p.pid, "ppid": p.ppid, "launcher": p.launcher, "launcher_pid": p.launcher_pid,
-             "rank": p.rank, "local_rank": p.local_rank, "world_size": p.world_size,
-             "rank_source": p.rank_source, "role": p.role, "threads": p.threads,
-             "cmdline": _shown(p)} for p in procs]
+    rows = [
+        {
+            "pid": p.pid,
+            "ppid": p.ppid,
+            "launcher": p.launcher,
+            "launcher_pid": p.launcher_pid,
+            "rank": p.rank,
+            "local_rank": p.local_rank,
+            "world_size": p.world_size,
+            "rank_source": p.rank_source,
+            "role": p.role,
+            "role_source": p.role_source,
+            "threads": p.threads,
+            "cmdline": _shown(p),
+        }
+        for p in procs
+    ]
     return json.dumps(rows, indent=2) + "\n"
 
 
 @register("ps", "table", extension=".txt", description="for a terminal")
 def render_table(procs: list[ProcessInfo], color: bool = False, **_: Any) -> str:
     table = Table()
-    for name in ("pid", "launcher", "rank", "local", "size", "rank var", "threads", "command"):
-        table.add_column(name, justify="right" if name in ("pid", "rank", "local", "size", "threads") else "left")
+    for name in (
+        "pid",
+        "launcher",
+        "rank",
+        "local",
+        "size",
+        "rank var",
+        "role",
+        "threads",
+        "command",
+    ):
+        table.add_column(
+            name, justify="right" if name in ("pid", "rank", "local", "size", "threads") else "left"
+        )
     for p in procs:
-        table.add_row(str(p.pid), f"{p.launcher or '-'}({p.launcher_pid or '-'})",
-                      _opt(p.rank), _opt(p.local_rank), _opt(p.world_size), p.rank_source or "-",
-                      str(p.threads), _shown(p))
+        table.add_row(
+            str(p.pid),
+            f"{p.launcher or '-'}({p.launcher_pid or '-'})",
+            _opt(p.rank),
+            _opt(p.local_rank),
+            _opt(p.world_size),
+            p.rank_source or "-",
+            p.role or "-",
+            str(p.threads),
+            _shown(p),
+        )
     return to_text([table], color=color)

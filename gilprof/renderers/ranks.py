@@ -20,18 +20,36 @@ def _column_name(c: Any) -> str:
 @register("ranks", "json", extension=".json", description="machine-readable")
 def render_json(r: RankComparison, **_: Any) -> str:
     def row(x: RankRow) -> dict[str, Any]:
-        return {"function": x.function, "file": x.file, "total_share": list(x.shares),
-                "rank0_excess": x.excess}
+        return {
+            "function": x.function,
+            "file": x.file,
+            "total_share": list(x.shares),
+            "rank0_excess": x.excess,
+        }
 
-    return json.dumps({
-        "schema": "gilprof.analysis.ranks/1",
-        "reference_rank": r.columns[r.reference].rank,
-        "columns": [{"rank": c.rank, "hostname": c.hostname, "pid": c.pid,
-                     "utilization": c.utilization, "samples": c.samples, "partial": c.partial}
-                    for c in r.columns],
-        "watch": [row(w) for w in r.watch],
-        "functions": [row(f) for f in r.rows],
-    }, indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "schema": "gilprof.analysis.ranks/1",
+                "reference_rank": r.columns[r.reference].rank,
+                "columns": [
+                    {
+                        "rank": c.rank,
+                        "hostname": c.hostname,
+                        "pid": c.pid,
+                        "utilization": c.utilization,
+                        "samples": c.samples,
+                        "partial": c.partial,
+                    }
+                    for c in r.columns
+                ],
+                "watch": [row(w) for w in r.watch],
+                "functions": [row(f) for f in r.rows],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def _table(title: str, r: RankComparison, rows: tuple[RankRow, ...]) -> Table:
@@ -48,13 +66,17 @@ def _table(title: str, r: RankComparison, rows: tuple[RankRow, ...]) -> Table:
 
 
 @register("ranks", "table", extension=".txt", description="for a terminal")
-def render_table(r: RankComparison, *, color: bool = False, width: int | None = None, **_: Any) -> str:
+def render_table(
+    r: RankComparison, *, color: bool = False, width: int | None = None, **_: Any
+) -> str:
     util = "  ".join(f"{_column_name(c)}: {pct(c.utilization)}" for c in r.columns)
     out: list[Any] = [Text(f"GIL utilization  {util}", style="bold")]
     if any(c.partial for c in r.columns):
         out.append(Text("some profiles are PARTIAL", style="yellow"))
     out.append(_table("Watched functions (total share)", r, r.watch))
-    out.append(_table("Functions by rank-0 excess (share minus median of the other ranks)", r, r.rows))
+    out.append(
+        _table("Functions by rank-0 excess (share minus median of the other ranks)", r, r.rows)
+    )
     return to_text(out, color=color, width=width)
 
 
@@ -65,5 +87,7 @@ def render_markdown(r: RankComparison, **_: Any) -> str:
     lines = ["### gilprof: ranks side by side", "", head, sep]
     for row in (*r.watch, *r.rows):
         excess = "" if row.excess is None else f"{100 * row.excess:+.1f} pp"
-        lines.append(f"| `{row.function}` | " + " | ".join(pct(s) for s in row.shares) + f" | {excess} |")
+        lines.append(
+            f"| `{row.function}` | " + " | ".join(pct(s) for s in row.shares) + f" | {excess} |"
+        )
     return "\n".join(lines) + "\n"

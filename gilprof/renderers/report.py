@@ -11,6 +11,8 @@ from rich.text import Text
 
 from gilprof.analysis.attribution import Attribution, FunctionShare, thread_label
 from gilprof.analysis.contention import Contention
+from gilprof.analysis.empty import why_empty
+from gilprof.analysis.verdict import Verdict
 from gilprof.model import Mode
 from gilprof.profile import Profile
 from gilprof.renderers import register
@@ -27,6 +29,38 @@ class ReportData:
     contention: Contention | None = None
     # watched function -> (why it is hot, reference fix or None), from a recipe
     notes: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    # host/device verdict of the step loop (report --steps), None without an iteration log
+    verdict: Verdict | None = None
+    top: int | None = 20  # function rows in table and markdown (json keeps every function)
+    all_frames: bool = False  # keep thread-bootstrap and module-entry frames in the top list
+
+
+# Frames every thread or script has below its real work: they hold the GIL whenever their
+# thread does, so they crowd the top of a by-total list without saying anything.
+_WRAPPER_FRAMES = {
+    ("_bootstrap", "threading.py"),
+    ("_bootstrap_inner", "threading.py"),
+    ("run", "threading.py"),
+}
+
+
+def is_wrapper_frame(name: str, file: str) -> bool:
+    """Thread bootstrap (`Thread._bootstrap`, `_bootstrap_inner`, `Thread.run`) or a module entry."""
+    bare = name.rsplit(".", 1)[-1]
+    return (
+        name == "<module>" or (bare, file.replace("\\", "/").rsplit("/", 1)[-1]) in _WRAPPER_FRAMES
+    )
+
+
+def shown_functions(data: ReportData) -> list[FunctionShare]:
+    """Functions by self share (then total), wrappers left out unless all_frames, cut to top."""
+    rows = [
+        f
+        for f in data.attribution.functions
+        if data.all_frames or not is_wrapper_frame(f.key.name, f.key.file)
+    ]
+    rows.sort(key=lambda f: (-f.self_samples, -f.total_samples, f.key.name, f.key.file))
+    return rows if data.top is None else rows[: data.top]
 
 
 def _function_label(f: FunctionShare, lines: bool) -> str:
@@ -39,32 +73,65 @@ def report_dict(data: ReportData) -> dict[str, Any]:
     gil_mode = a.mode.knows_gil
     return {
         "schema": REPORT_SCHEMA,
-        "target": {"pid": p.target.pid, "rank": p.target.rank, "rank_source": p.target.rank_source,
-                   "python": p.target.python, "hostname": p.target.hostname,
-                   "launcher": p.target.launcher},
-        "sampling": {"sampler": p.sampling.sampler, "sampler_version": p.sampling.sampler_version,
-                     "mode": str(a.mode), "rate_hz": p.sampling.rate_hz,
-                     "duration_s": round(a.duration_s, 6), "elapsed_s": round(p.sampling.elapsed_s, 6),
-                     "ticks": round(a.ticks), "ticks_source": p.sampling.ticks_source,
-                     "samples": a.samples, "errors": p.sampling.errors,
-                     "windows": len(p.windows), "partial": p.sampling.partial,
-                     "partial_reason": p.sampling.partial_reason},
+        "target": {
+            "pid": p.target.pid,
+            "rank": p.target.rank,
+            "rank_source": p.target.rank_source,
+            "python": p.target.python,
+            "hostname": p.target.hostname,
+            "launcher": p.target.launcher,
+        },
+        "sampling": {
+            "sampler": p.sampling.sampler,
+            "sampler_version": p.sampling.sampler_version,
+            "mode": str(a.mode),
+            "rate_hz": p.sampling.rate_hz,
+            "duration_s": round(a.duration_s, 6),
+            "elapsed_s": round(p.sampling.elapsed_s, 6),
+            "ticks": round(a.ticks),
+            "ticks_source": p.sampling.ticks_source,
+            "samples": a.samples,
+            "errors": p.sampling.errors,
+            "windows": len(p.windows),
+            "partial": p.sampling.partial,
+            "partial_reason": p.sampling.partial_reason,
+        },
         "gil": {
             "state_recorded": gil_mode,
             "utilization": a.utilization,
             "threads": _thread_rows(data),
         },
         "functions": [
-            {"function": f.key.name, "file": f.key.file, "line": f.key.line if data.lines else None,
-             "thread": f.key.thread, "self_share": f.self_share, "total_share": f.total_share,
-             "self_s": f.self_s, "total_s": f.total_s, "self_samples": f.self_samples,
-             "total_samples": f.total_samples}
+            {
+                "function": f.key.name,
+                "file": f.key.file,
+                "line": f.key.line if data.lines else None,
+                "thread": f.key.thread,
+                "self_share": f.self_share,
+                "total_share": f.total_share,
+                "self_s": f.self_s,
+                "total_s": f.total_s,
+                "self_samples": f.self_samples,
+                "total_samples": f.total_samples,
+            }
             for f in a.functions
         ],
-        "watch": [{"function": w.function, "found": w.found, "self_share": w.self_share,
-                   "total_share": w.total_share, "self_s": w.self_s, "total_s": w.total_s,
-                   "matched": list(w.matched), "why": data.notes.get(w.function, ("", None))[0] or None,
-                   "fix": data.notes.get(w.function, ("", None))[1]} for w in a.watch],
+        "watch": [
+            {
+                "function": w.function,
+                "found": w.found,
+                "self_share": w.self_share,
+                "total_share": w.total_share,
+                "self_s": w.self_s,
+                "total_s": w.total_s,
+                "matched": list(w.matched),
+                "why": data.notes.get(w.function, ("", None))[0] or None,
+                "fix": data.notes.get(w.function, ("", None))[1],
+            }
+            for w in a.watch
+        ],
+        **({"verdict": data.verdict.to_json()} if data.verdict is not None else {}),
+        "warnings": [w for w in (why_empty(p),) if w],
     }
 
 
@@ -72,23 +139,50 @@ def _thread_rows(data: ReportData) -> list[dict[str, Any]]:
     a, c = data.attribution, data.contention
     gil_mode = a.mode.knows_gil
     rows: dict[int, dict[str, Any]] = {
-        t.tid: {"tid": t.tid, "name": t.name, "held_share": t.share if gil_mode else None,
-                "sampled_share": t.share} for t in a.threads}
+        t.tid: {
+            "tid": t.tid,
+            "name": t.name,
+            "held_share": t.share if gil_mode else None,
+            "sampled_share": t.share,
+        }
+        for t in a.threads
+    }
     if c is not None:
         for t in c.threads:
-            row = rows.setdefault(t.tid, {"tid": t.tid, "name": t.name, "held_share": t.held_share,
-                                          "sampled_share": t.held_share})
-            row.update(wait_share=t.wait_share, native_share=t.native_share,
-                       idle_share=t.idle_share, unclassified_share=t.unclassified_share)
+            row = rows.setdefault(
+                t.tid,
+                {
+                    "tid": t.tid,
+                    "name": t.name,
+                    "held_share": t.held_share,
+                    "sampled_share": t.held_share,
+                },
+            )
+            row.update(
+                wait_share=t.wait_share,
+                native_share=t.native_share,
+                idle_share=t.idle_share,
+                unclassified_share=t.unclassified_share,
+            )
     return list(rows.values())
 
 
 def contention_dict(c: Contention) -> dict[str, Any]:
     return {
-        "wait_sites": [{"thread": w.thread, "function": w.function, "file": w.file,
-                        "share": w.share} for w in c.wait_sites],
-        "blame": [{"waiter": b.waiter, "holder": b.holder, "holder_function": b.holder_function,
-                   "holder_file": b.holder_file, "share": b.share} for b in c.blame],
+        "wait_sites": [
+            {"thread": w.thread, "function": w.function, "file": w.file, "share": w.share}
+            for w in c.wait_sites
+        ],
+        "blame": [
+            {
+                "waiter": b.waiter,
+                "holder": b.holder,
+                "holder_function": b.holder_function,
+                "holder_file": b.holder_file,
+                "share": b.share,
+            }
+            for b in c.blame
+        ],
     }
 
 
@@ -99,9 +193,44 @@ def render_json(data: ReportData, **_: Any) -> str:
         out["blame"] = contention_dict(data.contention)["blame"]
         out["wait_sites"] = contention_dict(data.contention)["wait_sites"]
     elif data.attribution.mode is not Mode.CONTENTION:
-        out["contention_unavailable"] = (f"{data.attribution.mode} mode records no GIL wait; "
-                                         "sample with --mode contention")
+        out["contention_unavailable"] = (
+            f"{data.attribution.mode} mode records no GIL wait; sample with --mode contention"
+        )
     return json.dumps(out, indent=2) + "\n"
+
+
+_BOUND_WORDS = {
+    "host": "host-bound",
+    "device": "device-bound",
+    "mixed": "mixed (host and device)",
+    "undetermined": "undetermined",
+}
+
+
+def verdict_lines(v: Verdict | None) -> list[str]:
+    """The answer first: bound, step medians, why, and what would decide it."""
+    if v is None:
+        return []
+    device = "n/a" if v.device_step_p50_ms is None else f"{v.device_step_p50_ms:.1f} ms"
+    lines = [
+        f"VERDICT  {_BOUND_WORDS.get(v.bound, v.bound)}: loop thread {v.thread}, host step "
+        f"p50 {v.host_step_p50_ms:.1f} ms, device step p50 {device}",
+        f"why      {v.reason}",
+        f"thread   {v.thread}: {v.loop.thread.chosen_by}",
+    ]
+    if v.command:
+        lines.append(f"decide   {v.command}")
+    return lines
+
+
+def _hidden_note(data: ReportData) -> str:
+    parts = []
+    if not data.all_frames:
+        parts.append("thread bootstrap and <module> frames hidden (--all-frames)")
+    total = len(data.attribution.functions)
+    if data.top is not None and total > data.top:
+        parts.append(f"top {data.top} of {total} (--top)")
+    return f" [{'; '.join(parts)}]" if parts else ""
 
 
 def _header_lines(p: Profile, a: Attribution) -> list[str]:
@@ -113,23 +242,49 @@ def _header_lines(p: Profile, a: Attribution) -> list[str]:
         f"{a.duration_s:.1f} s sampled in {len(p.windows)} windows  {round(a.ticks)} ticks "
         f"({s.ticks_source})  {a.samples} samples  {s.errors} errors",
     ]
+    if s.errors:
+        share = min(1.0, s.errors / max(1.0, s.ticks))
+        matters = (
+            "few enough not to bias the shares"
+            if share < 0.05
+            else "enough to bias shares if they cluster in some code: sample again, or "
+            "use --blocking"
+        )
+        lines.append(
+            f"errors   {s.errors} samples the sampler failed to read (the target's "
+            f"stack changed mid-read, or a thread exited); left out of every share: "
+            f"{100 * share:.1f}% of ticks, {matters}"
+        )
+    warning = why_empty(p)
+    if warning:
+        lines.append(f"WARNING  {warning}")
     if s.partial:
         lines.append(f"PARTIAL  {s.partial_reason or 'run ended early'}")
     return lines
 
 
 @register("report", "table", extension=".txt", description="for a terminal")
-def render_table(data: ReportData, *, color: bool = False, width: int | None = None,
-                 **_: Any) -> str:
+def render_table(
+    data: ReportData, *, color: bool = False, width: int | None = None, **_: Any
+) -> str:
     p, a = data.profile, data.attribution
     gil_mode = a.mode.knows_gil
-    out: list[Any] = [Text(line) for line in _header_lines(p, a)]
+    out: list[Any] = [
+        Text(line, style="bold" if i == 0 else "")
+        for i, line in enumerate(verdict_lines(data.verdict))
+    ]
+    out += [Text(line) for line in _header_lines(p, a)]
     if gil_mode:
-        out.append(Text(f"GIL utilization {pct(a.utilization)} of ticks had a GIL holder",
-                        style="bold"))
+        out.append(
+            Text(f"GIL utilization {pct(a.utilization)} of ticks had a GIL holder", style="bold")
+        )
     else:
-        out.append(Text(f"{a.mode} mode records no GIL state: shares are per thread, "
-                        "not GIL-held time", style="yellow"))
+        out.append(
+            Text(
+                f"{a.mode} mode records no GIL state: shares are per thread, not GIL-held time",
+                style="yellow",
+            )
+        )
 
     threads = Table(title="Threads", title_justify="left")
     threads.add_column("thread")
@@ -142,20 +297,24 @@ def render_table(data: ReportData, *, color: bool = False, width: int | None = N
 
     if data.contention is not None:
         out += _contention_tables(data.contention)
-    title = "Functions (GIL holder's stack)" if gil_mode else "Functions"
+    title = (
+        "Functions by self share (GIL holder's stack)" if gil_mode else "Functions by self share"
+    )
     funcs = Table(title=title, title_justify="left")
     funcs.add_column("function")
     if a.by_thread:
         funcs.add_column("thread")
     for name in ("self", "total", "self s", "total s"):
         funcs.add_column(name, justify="right")
-    for f in a.functions:
+    for f in shown_functions(data):
         row = [_function_label(f, data.lines)]
         if a.by_thread:
             row.append(f.key.thread or "")
         row += [pct(f.self_share), pct(f.total_share), f"{f.self_s:.2f}", f"{f.total_s:.2f}"]
         funcs.add_row(*row)
     out.append(funcs)
+    if _hidden_note(data):
+        out.append(Text(_hidden_note(data).strip(" []"), style="dim"))
 
     if a.watch:
         watch = Table(title="Watched functions", title_justify="left")
@@ -163,14 +322,24 @@ def render_table(data: ReportData, *, color: bool = False, width: int | None = N
             watch.add_column(name, justify="left" if name in ("function", "seen") else "right")
         for w in a.watch:
             seen = "yes" if w.found else "NEVER SEEN"
-            watch.add_row(w.function, seen, pct(w.self_share), pct(w.total_share), f"{w.total_s:.2f}",
-                          style=None if w.found else "dim")
+            watch.add_row(
+                w.function,
+                seen,
+                pct(w.self_share),
+                pct(w.total_share),
+                f"{w.total_s:.2f}",
+                style=None if w.found else "dim",
+            )
         out.append(watch)
         for w in a.watch:
             why, fix = data.notes.get(w.function, ("", None))
             if why or fix:
-                out.append(Text(f"{w.function}: {' '.join(why.split())}"
-                                + (f" Fix: {fix}" if fix else ""), style="dim"))
+                out.append(
+                    Text(
+                        f"{w.function}: {' '.join(why.split())}" + (f" Fix: {fix}" if fix else ""),
+                        style="dim",
+                    )
+                )
     return to_text(out, color=color, width=width)
 
 
@@ -179,14 +348,22 @@ def _contention_tables(c: Contention) -> list[Any]:
     for name in ("thread", "held", "waiting for GIL", "native (no GIL)", "idle", "unclassified"):
         states.add_column(name, justify="left" if name == "thread" else "right")
     for t in c.threads:
-        states.add_row(t.name, pct(t.held_share), pct(t.wait_share), pct(t.native_share),
-                       pct(t.idle_share), pct(t.unclassified_share))
+        states.add_row(
+            t.name,
+            pct(t.held_share),
+            pct(t.wait_share),
+            pct(t.native_share),
+            pct(t.idle_share),
+            pct(t.unclassified_share),
+        )
     sites = Table(title="Where threads wait for the GIL", title_justify="left")
     for name in ("thread", "waiting in", "share of wall"):
         sites.add_column(name, justify="right" if name.startswith("share") else "left")
     for w in c.wait_sites[:15]:
         sites.add_row(w.thread, f"{w.function} ({w.file})", pct(w.share))
-    blame = Table(title="Blame: while WAITER waits, HOLDER holds the GIL in FUNCTION", title_justify="left")
+    blame = Table(
+        title="Blame: while WAITER waits, HOLDER holds the GIL in FUNCTION", title_justify="left"
+    )
     for name in ("waiter", "holder", "holder function", "share of wall"):
         blame.add_column(name, justify="right" if name.startswith("share") else "left")
     for b in c.blame[:20]:
@@ -200,26 +377,48 @@ def render_markdown(data: ReportData, **_: Any) -> str:
     p, a = data.profile, data.attribution
     gil_mode = a.mode.knows_gil
     lines = [f"### gilprof report: {p.label}", ""]
+    lines += [
+        f"**{line}**" if i == 0 else f"- {line}"
+        for i, line in enumerate(verdict_lines(data.verdict))
+    ]
     lines += [f"- {line}" for line in _header_lines(p, a)]
     if gil_mode:
         lines.append(f"- GIL utilization: **{pct(a.utilization)}**")
-    lines += ["", "| thread | tid | " + ("held share" if gil_mode else "sampled share") + " |",
-              "|---|---:|---:|"]
+    lines += [
+        "",
+        "| thread | tid | " + ("held share" if gil_mode else "sampled share") + " |",
+        "|---|---:|---:|",
+    ]
     lines += [f"| {t.name} | {t.tid} | {pct(t.share)} |" for t in a.threads]
-    lines += ["", "| function | " + ("thread | " if a.by_thread else "") + "self | total | total s |",
-              "|---|" + ("---|" if a.by_thread else "") + "---:|---:|---:|"]
-    for f in a.functions:
+    lines += [
+        "",
+        f"Functions by self share{_hidden_note(data)}",
+        "",
+        "| function | " + ("thread | " if a.by_thread else "") + "self | total | total s |",
+        "|---|" + ("---|" if a.by_thread else "") + "---:|---:|---:|",
+    ]
+    for f in shown_functions(data):
         thread = f"{f.key.thread} | " if a.by_thread else ""
-        lines.append(f"| `{_function_label(f, data.lines)}` | {thread}{pct(f.self_share)} | "
-                     f"{pct(f.total_share)} | {f.total_s:.2f} |")
+        lines.append(
+            f"| `{_function_label(f, data.lines)}` | {thread}{pct(f.self_share)} | "
+            f"{pct(f.total_share)} | {f.total_s:.2f} |"
+        )
     if a.watch:
         lines += ["", "| watched | seen | self | total |", "|---|---|---:|---:|"]
-        lines += [f"| `{w.function}` | {'yes' if w.found else 'never'} | {pct(w.self_share)} | "
-                  f"{pct(w.total_share)} |" for w in a.watch]
+        lines += [
+            f"| `{w.function}` | {'yes' if w.found else 'never'} | {pct(w.self_share)} | "
+            f"{pct(w.total_share)} |"
+            for w in a.watch
+        ]
     return "\n".join(lines) + "\n"
 
 
-@register("report", "collapsed", extension=".folded", description="folded stacks for flamegraph.pl/inferno")
+@register(
+    "report",
+    "collapsed",
+    extension=".folded",
+    description="folded stacks for flamegraph.pl/inferno",
+)
 def render_collapsed(data: ReportData, **_: Any) -> str:
     """Folded stacks (flamegraph.pl, inferno): `thread;root;...;leaf count`."""
     p = data.profile
@@ -234,7 +433,9 @@ def render_collapsed(data: ReportData, **_: Any) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-@register("report", "speedscope", extension=".speedscope.json", description="opens in speedscope.app")
+@register(
+    "report", "speedscope", extension=".speedscope.json", description="opens in speedscope.app"
+)
 def render_speedscope(data: ReportData, **_: Any) -> str:
     """One sampled profile per thread; weights in seconds (share x sampled duration)."""
     p = data.profile
@@ -259,11 +460,23 @@ def render_speedscope(data: ReportData, **_: Any) -> str:
         weights.append(count * seconds_per_tick)
     profiles = []
     for tid, (samples, weights) in sorted(by_thread.items()):
-        profiles.append({"type": "sampled", "name": f"{thread_label(p, tid)} ({tid})",
-                         "unit": "seconds", "startValue": 0, "endValue": sum(weights),
-                         "samples": samples, "weights": weights})
-    doc = {"$schema": "https://www.speedscope.app/file-format-schema.json",
-           "shared": {"frames": frames}, "profiles": profiles,
-           "name": f"gilprof {p.label} ({p.sampling.mode} mode)", "activeProfileIndex": 0,
-           "exporter": "gilprof"}
+        profiles.append(
+            {
+                "type": "sampled",
+                "name": f"{thread_label(p, tid)} ({tid})",
+                "unit": "seconds",
+                "startValue": 0,
+                "endValue": sum(weights),
+                "samples": samples,
+                "weights": weights,
+            }
+        )
+    doc = {
+        "$schema": "https://www.speedscope.app/file-format-schema.json",
+        "shared": {"frames": frames},
+        "profiles": profiles,
+        "name": f"gilprof {p.label} ({p.sampling.mode} mode)",
+        "activeProfileIndex": 0,
+        "exporter": "gilprof",
+    }
     return json.dumps(doc) + "\n"

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gilprof.renderers import register
-from gilprof.steps import HOST_BOUND, Percentiles, RankSteps, StepsReport
+from gilprof.steps import DEVICE_NEAR_HOST, Percentiles, RankSteps, StepsReport
 
 _COLUMNS = (
     "rank",
@@ -23,7 +23,7 @@ _COLUMNS = (
     "dev p99",
     "sched p50",
     "dev/host",
-    "verdict",
+    "reading",
 )
 
 
@@ -47,33 +47,39 @@ def _row(steps: RankSteps) -> list[str]:
         *_percentile_cells(steps.device_step_ms),
         scheduled,
         ratio,
-        steps.verdict,
+        steps.reading,
     ]
 
 
-def explain(steps: RankSteps, host_bound_ratio: float) -> str:
-    """The verdict in words, with the numbers that decided it."""
+CANNOT_TELL = (
+    "a log cannot tell host-bound from device-bound: under an overlap scheduler a loop paced "
+    "by the host and one paced by the device both log device ~ host. Decide from the loop "
+    "thread's time: gilprof report PROFILE --steps LOG (sharper with a --mode contention or "
+    "--mode wall profile)"
+)
+
+
+def explain(steps: RankSteps, near_ratio: float) -> str:
+    """What the ratio shows, with the numbers, and what it cannot show."""
     host = steps.host_step_ms.p50
     if steps.device_step_ms is None:
         return (
             f"rank {steps.rank}: no device step times in the log "
-            "(prev_device_step_time is N/A or absent) -> unknown"
+            "(prev_device_step_time is N/A or absent): no ratio"
         )
     device = steps.device_step_ms.p50
     if steps.device_host_ratio is None:
-        return f"rank {steps.rank}: host p50 is {host:.1f} ms, no ratio to judge -> unknown"
+        return f"rank {steps.rank}: host p50 is {host:.1f} ms: no ratio"
     head = (
         f"rank {steps.rank}: device p50 {device:.1f} ms is {steps.device_host_ratio:.2f} "
         f"of host p50 {host:.1f} ms"
     )
-    if steps.verdict == HOST_BOUND:
-        return (
-            f"{head}: the device step is dragged up to the host step -> host-bound "
-            f"(ratio >= {host_bound_ratio:.2f})"
-        )
+    if steps.reading == DEVICE_NEAR_HOST:
+        return f"{head}: device ~ host (ratio >= {near_ratio:.2f}), which either side pacing the loop gives"
     return (
-        f"{head}: the device step is not dragged up to the host step -> {steps.verdict} "
-        f"(ratio < {host_bound_ratio:.2f})"
+        f"{head}: the device was timed busy for less than the host step (ratio < "
+        f"{near_ratio:.2f}), so it idles part of each step; which side paces the loop needs "
+        "the loop thread's time"
     )
 
 
@@ -88,11 +94,7 @@ def _notes(report: StepsReport) -> list[str]:
         "dev = prev_device_step_time, sched = num_scheduled_requests; "
         f"{report.skipped_lines} lines skipped (not iteration lines)"
     )
-    if any(steps.verdict == HOST_BOUND for steps in report.ranks):
-        notes.append(
-            "a loop paced by the device also shows device ~= host under the overlap "
-            "scheduler: confirm host-bound with `gilprof report` (executor thread GIL share)"
-        )
+    notes.append(CANNOT_TELL)
     return notes
 
 
@@ -104,7 +106,7 @@ def render_table(report: StepsReport, width: int = 120, **_: object) -> str:
         box=box.SIMPLE_HEAD,
     )
     for name in _COLUMNS:
-        table.add_column(name, justify="left" if name == "verdict" else "right", no_wrap=True)
+        table.add_column(name, justify="left" if name == "reading" else "right", no_wrap=True)
     for steps in report.ranks:
         table.add_row(*_row(steps))
     console = Console(
@@ -114,7 +116,7 @@ def render_table(report: StepsReport, width: int = 120, **_: object) -> str:
         console.print(table)
         for steps in report.ranks:
             console.print(
-                explain(steps, report.host_bound_ratio),
+                explain(steps, report.near_ratio),
                 highlight=False,
                 markup=False,
                 soft_wrap=True,
@@ -128,11 +130,11 @@ def render_table(report: StepsReport, width: int = 120, **_: object) -> str:
 def render_markdown(report: StepsReport, **_: object) -> str:
     lines = [
         "| " + " | ".join(_COLUMNS) + " |",
-        "|" + "|".join("---" if name == "verdict" else "---:" for name in _COLUMNS) + "|",
+        "|" + "|".join("---" if name == "reading" else "---:" for name in _COLUMNS) + "|",
     ]
     lines.extend("| " + " | ".join(_row(steps)) + " |" for steps in report.ranks)
     lines.append("")
-    lines.extend(f"- {explain(steps, report.host_bound_ratio)}" for steps in report.ranks)
+    lines.extend(f"- {explain(steps, report.near_ratio)}" for steps in report.ranks)
     lines.append("")
     lines.extend(f"_{note}_" for note in _notes(report))
     return "\n".join(lines)

@@ -37,6 +37,7 @@ from gilprof.sampling.discover import (
 )
 from gilprof.sampling.launch import LaunchedJob
 from gilprof.sampling.processes import python_version_of
+from gilprof.sampling.roles import RoleRules
 from gilprof.sampling.session import DEFAULT_WINDOW_S, SessionOptions, run_session, run_sessions
 
 # Below this, even a short profile may not fit: refuse before sampling rather than after.
@@ -66,10 +67,18 @@ def stop_on_signals(on_signal: Callable[[int], None] | None = None) -> Iterator[
 
 def make_target(info: ProcessInfo, keep_cmdline: bool) -> Target:
     return Target(
-        pid=info.pid, rank=info.rank, rank_source=info.rank_source, local_rank=info.local_rank,
-        world_size=info.world_size, launcher=info.launcher, launcher_pid=info.launcher_pid,
-        hostname=socket.gethostname(), python=python_version_of(info.pid),
+        pid=info.pid,
+        rank=info.rank,
+        rank_source=info.rank_source,
+        local_rank=info.local_rank,
+        world_size=info.world_size,
+        launcher=info.launcher,
+        launcher_pid=info.launcher_pid,
+        hostname=socket.gethostname(),
+        python=python_version_of(info.pid),
         cmdline=tuple(info.cmdline) if keep_cmdline else redact_cmdline(info.cmdline),
+        role=info.role,
+        role_source=info.role_source,
     )
 
 
@@ -94,8 +103,10 @@ def check_output_writable(path: str) -> None:
     except OSError:
         return
     if vfs.f_bavail * vfs.f_frsize < MIN_FREE_BYTES:
-        raise UsageError(f"output folder {folder} is (nearly) full: "
-                         f"{vfs.f_bavail * vfs.f_frsize // 1024} KiB free")
+        raise UsageError(
+            f"output folder {folder} is (nearly) full: "
+            f"{vfs.f_bavail * vfs.f_frsize // 1024} KiB free"
+        )
 
 
 def prepare_folder(folder: str) -> None:
@@ -107,13 +118,6 @@ def prepare_folder(folder: str) -> None:
     except OSError as exc:
         raise UsageError(f"cannot create output folder {folder}: {exc.strerror or exc}") from None
     check_output_writable(os.path.join(folder, "rank.json"))
-
-
-def save_profile(profile: Profile, path: str) -> None:
-    try:
-        profile.save(path)
-    except OSError as exc:  # the disk filled up while sampling, the folder went away, ...
-        raise GilprofError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 class CaptureObserver(Protocol):
@@ -140,6 +144,8 @@ class CaptureRequest:
     job: int | None = None
     match: str | None = None
     parent_match: str | None = None
+    role: str | None = None
+    role_rules: RoleRules | None = None  # the recipe's
     command: tuple[str, ...] = ()
     output: str | None = None
     wait_timeout: float = 60.0
@@ -171,8 +177,9 @@ def capture(request: CaptureRequest, observer: CaptureObserver) -> CaptureResult
         for launched in jobs:
             launched.forward(signum)
 
-    options = SessionOptions(settings=request.settings, duration=request.duration,
-                             window_s=request.window_s)
+    options = SessionOptions(
+        settings=request.settings, duration=request.duration, window_s=request.window_s
+    )
     with stop_on_signals(forward) as stop:
         launched = LaunchedJob(request.command) if request.command else None
         if launched:
@@ -195,51 +202,95 @@ def capture(request: CaptureRequest, observer: CaptureObserver) -> CaptureResult
             code = launched.exit_code
             # An interrupted run must not look like a success, whatever mpiexec returned
             # while it tore the job down.
-            return CaptureResult(tuple(profiles),
-                                 EXIT_INTERRUPTED if stop.is_set() and code == 0 else code)
+            return CaptureResult(
+                tuple(profiles), EXIT_INTERRUPTED if stop.is_set() and code == 0 else code
+            )
     partial = any(p.sampling.partial for p in profiles)
     if stop.is_set() and partial:
         return CaptureResult(tuple(profiles), EXIT_INTERRUPTED)
     return CaptureResult(tuple(profiles), EXIT_PARTIAL if partial else 0)
 
 
-def _capture_one(request: CaptureRequest, launched: LaunchedJob | None, sampler: Backend,
-                 options: SessionOptions, stop: threading.Event,
-                 observer: CaptureObserver) -> Profile:
+def _capture_one(
+    request: CaptureRequest,
+    launched: LaunchedJob | None,
+    sampler: Backend,
+    options: SessionOptions,
+    stop: threading.Event,
+    observer: CaptureObserver,
+) -> Profile:
     if launched:
-        info = launched.wait_for_rank(request.rank, request.match, request.wait_timeout, stop,
-                                      request.parent_match)
+        info = launched.wait_for_rank(
+            request.rank,
+            request.match,
+            request.wait_timeout,
+            stop,
+            request.parent_match,
+            request.role,
+            request.role_rules,
+        )
     else:
-        info = resolve_target(pid=request.pid, rank=request.rank, job=request.job,
-                              match=request.match, parent_match=request.parent_match)
+        info = resolve_target(
+            pid=request.pid,
+            rank=request.rank,
+            job=request.job,
+            match=request.match,
+            parent_match=request.parent_match,
+            role=request.role,
+            rules=request.role_rules,
+        )
     path = request.output or default_output(info)
     check_output_writable(path)
     observer.sampling(f"pid {info.pid} rank {'?' if info.rank is None else info.rank}")
-    try:
-        profile = run_session(make_target(info, request.keep_cmdline), sampler, options, stop,
-                              on_window=observer.window)
+    try:  # streamed to `path` as it is sampled (gilprof.profile/2): a SIGKILL leaves a partial file
+        profile = run_session(
+            make_target(info, request.keep_cmdline),
+            sampler,
+            options,
+            stop,
+            on_window=observer.window,
+            output=lambda _target: path,
+        )
     finally:
         observer.done()
-    save_profile(profile, path)
     observer.wrote(path, profile)
     return profile
 
 
-def wait_for_ranks(launched: LaunchedJob | None, selection: str, job: int | None,
-                   match: str | None, parent_match: str | None, timeout: float,
-                   stop: threading.Event) -> list[ProcessInfo]:
+def wait_for_ranks(
+    launched: LaunchedJob | None,
+    selection: str,
+    job: int | None,
+    match: str | None,
+    parent_match: str | None,
+    timeout: float,
+    stop: threading.Event,
+    role: str | None = None,
+    rules: RoleRules | None = None,
+) -> list[ProcessInfo]:
     """The selected ranks; in launch mode, once all of them have started."""
     if launched is None:
-        return resolve_ranks(selection, job=job, match=match, parent_match=parent_match)
+        return resolve_ranks(
+            selection, job=job, match=match, parent_match=parent_match, role=role, rules=rules
+        )
     wanted = parse_rank_selection(selection)
     deadline = time.monotonic() + timeout
     last = "no ranks started yet"
     while time.monotonic() < deadline and not stop.is_set():
         if launched.proc.poll() is not None:
-            raise TargetError(f"the job exited with code {launched.proc.returncode} before its ranks "
-                              "could be sampled")
+            raise TargetError(
+                f"the job exited with code {launched.proc.returncode} before its ranks "
+                "could be sampled"
+            )
         try:
-            infos = resolve_ranks(selection, job=launched.pid, match=match, parent_match=parent_match)
+            infos = resolve_ranks(
+                selection,
+                job=launched.pid,
+                match=match,
+                parent_match=parent_match,
+                role=role,
+                rules=rules,
+            )
             sizes = {i.world_size for i in infos if i.world_size}
             expected = wanted if wanted is not None else set(range(max(sizes))) if sizes else None
             if expected is None or expected <= {i.rank for i in infos}:
@@ -251,30 +302,50 @@ def wait_for_ranks(launched: LaunchedJob | None, selection: str, job: int | None
     raise TargetError(f"timed out waiting for the job's ranks: {last}")
 
 
-def _capture_ranks(request: CaptureRequest, launched: LaunchedJob | None, sampler: Backend,
-                   options: SessionOptions, stop: threading.Event,
-                   observer: CaptureObserver) -> list[Profile]:
+def _capture_ranks(
+    request: CaptureRequest,
+    launched: LaunchedJob | None,
+    sampler: Backend,
+    options: SessionOptions,
+    stop: threading.Event,
+    observer: CaptureObserver,
+) -> list[Profile]:
     assert request.ranks is not None
-    infos = wait_for_ranks(launched, request.ranks, request.job, request.match,
-                           request.parent_match, request.wait_timeout, stop)
+    infos = wait_for_ranks(
+        launched,
+        request.ranks,
+        request.job,
+        request.match,
+        request.parent_match,
+        request.wait_timeout,
+        stop,
+        request.role,
+        request.role_rules,
+    )
     folder = request.output or f"gilprof-{datetime.now():%Y%m%d-%H%M%S}"
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise UsageError(f"with --ranks, -o names a folder; {folder} is a file")
     os.makedirs(folder, exist_ok=True)
     check_output_writable(os.path.join(folder, "x.json"))
     targets = [make_target(info, request.keep_cmdline) for info in infos]
-    observer.message(f"sampling {len(targets)} ranks: "
-                     + ", ".join(f"rank {t.rank} (pid {t.pid})" for t in targets))
-    results = run_sessions(targets, sampler, options, stop)
+    observer.message(
+        f"sampling {len(targets)} ranks: "
+        + ", ".join(f"rank {t.rank} (pid {t.pid})" for t in targets)
+    )
+
+    def path_of(target: Target) -> str:
+        return os.path.join(
+            folder, f"rank{'x' if target.rank is None else target.rank}-{target.pid}.json"
+        )
+
+    results = run_sessions(targets, sampler, options, stop, output=path_of)  # streamed
     profiles = []
     for target, result in zip(targets, results, strict=True):
         rank = "x" if target.rank is None else target.rank
         if isinstance(result, Exception):
             observer.message(f"rank {rank} (pid {target.pid}) not sampled: {result}")
             continue
-        path = os.path.join(folder, f"rank{rank}-{target.pid}.json")
-        save_profile(result, path)
-        observer.wrote(path, result)
+        observer.wrote(path_of(target), result)
         profiles.append(result)
     if not profiles:
         raise TargetError("no rank could be sampled")

@@ -27,15 +27,16 @@ from gilprof.errors import GilprofError, TargetError, UsageError
 from gilprof.model import Target
 from gilprof.profile import Profile
 from gilprof.sampling.backends.base import Backend
-from gilprof.sampling.capture import CaptureObserver, make_target, save_profile, stop_on_signals
+from gilprof.sampling.capture import CaptureObserver, make_target, stop_on_signals
 from gilprof.sampling.discover import (
+    EXEC_PARENT_VARIABLE,
     ProcessInfo,
     RankIdentity,
     describe,
     is_launcher,
     is_python,
 )
-from gilprof.sampling.processes import Child, exit_status
+from gilprof.sampling.processes import Child, exit_status, inherited_fds
 from gilprof.sampling.session import SessionOptions, WindowCallback, run_session
 
 # A shell's codes for a command that cannot be run, so wrappers that test for them still work.
@@ -104,8 +105,14 @@ class ChildCommand:
             raise UsageError("no command given; usage: gilprof exec [OPTIONS] -- COMMAND [ARGS]...")
         self.argv = tuple(argv)
         self.own_group = not _in_terminal_foreground()
+        # The child is this rank: it inherits what the launcher handed gilprof (mpich
+        # hydra's PMI_FD connection, or PMI_Init fails and the job hangs), and its
+        # environment names gilprof's PID so discovery counts the child, not gilprof, as the rank.
+        env = {**os.environ, EXEC_PARENT_VARIABLE: str(os.getpid())}
         try:
-            self.child = Child(argv, group="new" if self.own_group else "same")
+            self.child = Child(
+                argv, group="new" if self.own_group else "same", pass_fds=inherited_fds(), env=env
+            )
         except OSError as exc:
             _raise_launch_error(argv[0], exc)
         self.proc = self.child.proc
@@ -125,8 +132,9 @@ class ChildCommand:
         return self.child.exit_status
 
 
-def find_python_process(child: ChildCommand, match: re.Pattern[str] | None, timeout: float,
-                        stop: threading.Event) -> ProcessInfo:
+def find_python_process(
+    child: ChildCommand, match: re.Pattern[str] | None, timeout: float, stop: threading.Event
+) -> ProcessInfo:
     """The process to sample: the child itself if it is Python (and matches), else the first
     Python descendant that does (a wrapper script such as start_worker.sh runs the rank)."""
     deadline = time.monotonic() + timeout
@@ -134,15 +142,19 @@ def find_python_process(child: ChildCommand, match: re.Pattern[str] | None, time
         if stop.is_set():
             raise TargetError("interrupted before the command's Python process started")
         if child.proc.poll() is not None:
-            raise TargetError(f"the command exited with code {exit_status(child.proc.returncode)} "
-                              "before a Python process could be sampled")
+            raise TargetError(
+                f"the command exited with code {exit_status(child.proc.returncode)} "
+                "before a Python process could be sampled"
+            )
         found = _python_candidate(child.pid, match)
         if found is not None:
             return found
         if time.monotonic() >= deadline:
             what = f"matching {match.pattern!r}" if match else "in it"
-            raise TargetError(f"no Python process {what} after {timeout:g} s; the command "
-                              f"{' '.join(child.argv)[:80]!r} is still running unsampled")
+            raise TargetError(
+                f"no Python process {what} after {timeout:g} s; the command "
+                f"{' '.join(child.argv)[:80]!r} is still running unsampled"
+            )
         stop.wait(0.1)
 
 
@@ -164,13 +176,23 @@ def _python_candidate(root_pid: int, match: re.Pattern[str] | None) -> ProcessIn
     return None
 
 
-def sample_child(child: ChildCommand, backend: Backend, options: SessionOptions,
-                 stop: threading.Event, make_target: Callable[[ProcessInfo], Target],
-                 match: re.Pattern[str] | None = None, wait_timeout: float = 60.0,
-                 on_window: WindowCallback | None = None) -> Profile:
-    """Sample the command's Python process until it exits, `options.duration` ends or `stop`."""
+def sample_child(
+    child: ChildCommand,
+    backend: Backend,
+    options: SessionOptions,
+    stop: threading.Event,
+    make_target: Callable[[ProcessInfo], Target],
+    match: re.Pattern[str] | None = None,
+    wait_timeout: float = 60.0,
+    on_window: WindowCallback | None = None,
+    output: Callable[[Target], str] | None = None,
+) -> Profile:
+    """Sample the command's Python process until it exits, `options.duration` ends or `stop`
+    (streamed to the file `output` names, if given)."""
     info = find_python_process(child, match, wait_timeout, stop)
-    return run_session(make_target(info), backend, options, stop, on_window=on_window)
+    return run_session(
+        make_target(info), backend, options, stop, on_window=on_window, output=output
+    )
 
 
 @dataclass(frozen=True)
@@ -199,8 +221,12 @@ def run_and_sample(request: ExecRequest, sampler: Backend, observer: CaptureObse
 
     def target_of(info: ProcessInfo) -> Target:
         target = make_target(info, request.keep_cmdline)
-        return replace(target, rank=rank.rank,
-                       rank_source=rank.variable or "gilprof exec (no rank variable)")
+        return replace(
+            target, rank=rank.rank, rank_source=rank.variable or "gilprof exec (no rank variable)"
+        )
+
+    def path_of(target: Target) -> str:
+        return os.path.join(request.folder, f"rank{rank.rank}-{target.pid}.json")
 
     with stop_on_signals(forward) as stop:
         child = ChildCommand(request.command)
@@ -208,21 +234,24 @@ def run_and_sample(request: ExecRequest, sampler: Backend, observer: CaptureObse
         for signum in pending:
             child.forward(signum)
         try:
-            profile = sample_child(child, sampler, request.options, stop, target_of, request.match,
-                                   request.wait_timeout)
+            profile = sample_child(
+                child,
+                sampler,
+                request.options,
+                stop,
+                target_of,
+                request.match,
+                request.wait_timeout,
+                output=path_of,
+            )  # streamed
         except GilprofError as exc:
             observer.message(f"error: rank {rank.rank} not sampled: {exc}")
         except Exception as exc:  # a gilprof bug must not take the user's job down with it
-            observer.message(f"error: rank {rank.rank} not sampled: internal error: "
-                             f"{type(exc).__name__}: {exc}")
-        else:
-            path = os.path.join(request.folder, f"rank{rank.rank}-{profile.target.pid}.json")
-            try:
-                save_profile(profile, path)
-            except GilprofError as exc:  # disk full: the command must still be awaited
-                observer.message(f"error: {exc}")
-            else:
-                observer.wrote(path, profile)
+            observer.message(
+                f"error: rank {rank.rank} not sampled: internal error: {type(exc).__name__}: {exc}"
+            )
+        else:  # a full disk surfaced above as a GilprofError: the command is still awaited
+            observer.wrote(path_of(profile.target), profile)
         code = child.wait()
     returncode = child.proc.returncode
     if returncode is not None and returncode < 0:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from gilprof.errors import TargetError, UsageError
 from gilprof.sampling.discover import ProcessInfo, resolve_target
 from gilprof.sampling.processes import Child
+from gilprof.sampling.roles import RoleRules
 
 
 class LaunchedJob:
@@ -19,13 +20,15 @@ class LaunchedJob:
     mpiexec forwards it to its ranks.
     """
 
-    def __init__(self, argv: Sequence[str], stdout: int | None = None,
-                 stderr: int | None = None) -> None:
+    def __init__(
+        self, argv: Sequence[str], stdout: int | None = None, stderr: int | None = None
+    ) -> None:
         if not argv:
             raise UsageError("no command to launch after `--`")
         try:
-            self.child = Child(argv, group="session", stdin=subprocess.DEVNULL, stdout=stdout,
-                               stderr=stderr)
+            self.child = Child(
+                argv, group="session", stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+            )
         except FileNotFoundError:
             raise UsageError(f"cannot launch {argv[0]!r}: command not found") from None
         except PermissionError:
@@ -37,23 +40,41 @@ class LaunchedJob:
     def pid(self) -> int:
         return self.child.pid
 
-    def wait_for_rank(self, rank: int | None, match: str | None, timeout: float,
-                      stop: threading.Event, parent_match: str | None = None) -> ProcessInfo:
+    def wait_for_rank(
+        self,
+        rank: int | None,
+        match: str | None,
+        timeout: float,
+        stop: threading.Event,
+        parent_match: str | None = None,
+        role: str | None = None,
+        rules: RoleRules | None = None,
+    ) -> ProcessInfo:
         deadline = time.monotonic() + timeout
         last_error = "no Python process started yet"
         while time.monotonic() < deadline:
             if stop.is_set():
                 raise TargetError("interrupted while waiting for the job's ranks")
             if self.proc.poll() is not None:
-                raise TargetError(f"the job exited with code {self.proc.returncode} before "
-                                  f"rank {rank if rank is not None else 0} could be sampled")
+                raise TargetError(
+                    f"the job exited with code {self.proc.returncode} before "
+                    f"rank {rank if rank is not None else 0} could be sampled"
+                )
             try:
-                return resolve_target(pid=self.pid, rank=rank, match=match,
-                                      parent_match=parent_match)
+                return resolve_target(
+                    pid=self.pid,
+                    rank=rank,
+                    match=match,
+                    parent_match=parent_match,
+                    role=role,
+                    rules=rules,
+                )
             except TargetError as exc:
                 last_error = str(exc)
             stop.wait(0.1)
-        raise TargetError(f"timed out after {timeout:g} s waiting for the rank to start: {last_error}")
+        raise TargetError(
+            f"timed out after {timeout:g} s waiting for the rank to start: {last_error}"
+        )
 
     def forward(self, sig: int) -> None:
         self.child.forward(sig)

@@ -90,6 +90,40 @@ def python_version_of(pid: int) -> str:
     return ""
 
 
+def _open_descriptors() -> dict[int, tuple[int, int]]:
+    """Open descriptors above stderr that a child could inherit, by (device, inode)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # no /proc: nothing is known to have been inherited
+        return {}
+    found = {}
+    for name in names:
+        fd = int(name)
+        if fd <= 2:
+            continue
+        try:
+            # Python opens its own descriptors non-inheritable (PEP 446): one without
+            # FD_CLOEXEC came through exec from whoever started gilprof.
+            if not os.get_inheritable(fd):
+                continue
+            info = os.fstat(fd)
+        except OSError:  # the listing's own descriptor, already closed
+            continue
+        found[fd] = (info.st_dev, info.st_ino)
+    return found
+
+
+# Recorded when gilprof starts, before it opens anything of its own.
+_INHERITED_AT_START = _open_descriptors()
+
+
+def inherited_fds() -> tuple[int, ...]:
+    """Descriptors the launcher handed gilprof that are still open and still the same file,
+    e.g. mpich hydra's PMI connection (PMI_FD): a rank's command must inherit them."""
+    now = _open_descriptors()
+    return tuple(sorted(fd for fd, ident in _INHERITED_AT_START.items() if now.get(fd) == ident))
+
+
 _live: set[Child] = set()
 _live_lock = threading.Lock()
 
@@ -109,10 +143,19 @@ class Child:
     (mpich hydra hands each rank its PMI connection as one, named by PMI_FD).
     """
 
-    def __init__(self, argv: Sequence[str], *, group: str = "same",
-                 stdin: int | IO[Any] | None = None, stdout: int | IO[Any] | None = None,
-                 stderr: int | IO[Any] | None = None, pass_fds: Sequence[int] = (),
-                 env: Mapping[str, str] | None = None, cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        group: str = "same",
+        stdin: int | IO[Any] | None = None,
+        stdout: int | IO[Any] | None = None,
+        stderr: int | IO[Any] | None = None,
+        pass_fds: Sequence[int] = (),
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        realtime_priority: int | None = None,
+    ) -> None:
         if group not in ("same", "new", "session"):
             raise ValueError(f"unknown process group choice {group!r}")
         self.argv = tuple(argv)
@@ -122,11 +165,23 @@ class Child:
             if group == "new":
                 os.setpgid(0, 0)
             die_with_parent()
+            if realtime_priority is not None:
+                # SCHED_FIFO (a sampler that must wake on time); where it is not permitted the
+                # child runs at normal priority: the caller reads the policy it got.
+                with contextlib.suppress(OSError):
+                    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(realtime_priority))
 
         self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-            list(argv), stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=tuple(pass_fds),
-            start_new_session=group == "session", preexec_fn=in_child,
-            env=dict(env) if env is not None else None, cwd=cwd)
+            list(argv),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            pass_fds=tuple(pass_fds),
+            start_new_session=group == "session",
+            preexec_fn=in_child,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+        )
         with _live_lock:
             _live.add(self)
 

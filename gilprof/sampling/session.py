@@ -3,10 +3,17 @@
 The session stops at the requested duration, when the target exits, or when `stop` is set
 (Ctrl-C, SIGTERM); in the last two cases what was collected is kept and, where the run ended
 early, the profile is marked partial with the reason.
+
+With an output path the profile is streamed (gilprof.profile/2): the file is created and its
+header written before the first window is sampled, each window is appended as soon as it is
+sampled and then folded into one running total, so a capture's memory stays flat however
+long it runs, and a SIGKILL leaves a file that reads as a partial profile.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +24,7 @@ import psutil
 
 from gilprof.errors import TargetError
 from gilprof.model import SamplingInfo, Target
-from gilprof.profile import Profile
+from gilprof.profile import Profile, StreamWriter, read_streams
 from gilprof.sampling.backends.base import Backend, NotReady, SamplerSettings, WindowResult
 
 DEFAULT_WINDOW_S = 2.0
@@ -32,6 +39,7 @@ class SessionOptions:
 
 
 WindowCallback = Callable[[Profile, WindowResult], None]
+OutputPath = Callable[[Target], str]  # where a target's profile is streamed to
 
 
 def target_alive(pid: int) -> bool:
@@ -41,21 +49,62 @@ def target_alive(pid: int) -> bool:
         return False
 
 
-def run_session(target: Target, backend: Backend, options: SessionOptions,
-                stop: threading.Event, on_window: WindowCallback | None = None) -> Profile:
+def run_session(
+    target: Target,
+    backend: Backend,
+    options: SessionOptions,
+    stop: threading.Event,
+    on_window: WindowCallback | None = None,
+    output: OutputPath | None = None,
+) -> Profile:
+    """Sample `target` into a Profile; with `output`, stream it to that file as it goes and
+    return the profile read back from the file (what a later `report` will see)."""
+    if output is None:
+        return _sample(target, backend, options, stop, on_window, None)
+    stream = StreamWriter.create(output(target))
+    try:
+        _sample(target, backend, options, stop, on_window, stream)
+    except BaseException:
+        stream.close()
+        if stream.windows_written == 0:  # nothing sampled: no profile, as before streaming
+            with contextlib.suppress(OSError):
+                os.unlink(stream.path)
+        raise
+    stream.close()
+    return read_streams(stream.path)[0]
+
+
+def _sample(
+    target: Target,
+    backend: Backend,
+    options: SessionOptions,
+    stop: threading.Event,
+    on_window: WindowCallback | None,
+    stream: StreamWriter | None,
+) -> Profile:
     settings = options.settings
-    profile = Profile(target, SamplingInfo(
-        sampler=backend.name, sampler_version=backend.version(), mode=settings.mode,
-        rate_hz=settings.rate_hz, native=settings.native, blocking=settings.blocking,
-        window_s=options.window_s,
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    ))
+    profile = Profile(
+        target,
+        SamplingInfo(
+            sampler=backend.name,
+            sampler_version=backend.version(),
+            mode=settings.mode,
+            rate_hz=settings.rate_hz,
+            native=settings.native,
+            blocking=settings.blocking,
+            window_s=options.window_s,
+            started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        ),
+    )
     origin: float | None = None
     attach_deadline = time.monotonic() + options.attach_timeout
     errors = 0
     messages: list[str] = []
     ticks_sources: set[str] = set()
     stopped_by = ""
+    covered = 0.0
+    if stream is not None:
+        stream.start(profile)  # before sampling: a capture killed later leaves a profile file
     while True:
         if stop.is_set():
             stopped_by = "interrupted"
@@ -74,7 +123,9 @@ def run_session(target: Target, backend: Backend, options: SessionOptions,
                 break
             if not target_alive(target.pid):
                 if origin is None:
-                    raise TargetError(f"PID {target.pid} exited before it could be sampled") from None
+                    raise TargetError(
+                        f"PID {target.pid} exited before it could be sampled"
+                    ) from None
                 stopped_by = "exited"
                 break
             if origin is None and time.monotonic() < attach_deadline:
@@ -82,15 +133,21 @@ def run_session(target: Target, backend: Backend, options: SessionOptions,
                 continue
             if origin is None:
                 raise TargetError(
-                    f"PID {target.pid}: {backend.name} cannot read a Python interpreter ({exc})") from None
+                    f"PID {target.pid}: {backend.name} cannot read a Python interpreter ({exc})"
+                ) from None
             messages.append(f"window failed: {exc}")
             break
         if origin is None:
             origin = result.t0
         ticks, source = backend.ticks(result, settings)
         ticks_sources.add(source)
-        profile.add_window(result.t0 - origin, result.t1 - origin, ticks, result.samples,
-                           result.spans)
+        window = profile.add_window(
+            result.t0 - origin, result.t1 - origin, ticks, result.samples, result.spans
+        )
+        covered = window.t1
+        if stream is not None:
+            stream.window(profile, window)
+            profile.fold_windows()  # written: keep only the running totals
         errors += result.errors
         messages.extend(result.messages)
         if on_window is not None:
@@ -103,11 +160,13 @@ def run_session(target: Target, backend: Backend, options: SessionOptions,
             break
 
     partial_reason = None
-    covered = 0.0 if origin is None else profile.windows[-1].t1 if profile.windows else 0.0
     if stopped_by == "interrupted":
         partial_reason = f"interrupted after {covered:.1f} s"
-    elif stopped_by == "exited" and options.duration is not None \
-            and covered < options.duration - options.window_s / 2:
+    elif (
+        stopped_by == "exited"
+        and options.duration is not None
+        and covered < options.duration - options.window_s / 2
+    ):
         partial_reason = f"target exited after {covered:.1f} s of {options.duration:g} s"
     profile.finish(
         errors=errors,
@@ -116,12 +175,20 @@ def run_session(target: Target, backend: Backend, options: SessionOptions,
         ticks_source="sampler" if ticks_sources == {"sampler"} else "estimated",
         messages=tuple(messages),
     )
+    if stream is not None:
+        stream.finish(profile)
+        stream.sync()
     return profile
 
 
-def run_sessions(targets: list[Target], backend: Backend, options: SessionOptions,
-                 stop: threading.Event, on_window: WindowCallback | None = None,
-                 ) -> list[Profile | Exception]:
+def run_sessions(
+    targets: list[Target],
+    backend: Backend,
+    options: SessionOptions,
+    stop: threading.Event,
+    on_window: WindowCallback | None = None,
+    output: OutputPath | None = None,
+) -> list[Profile | Exception]:
     """One session per target, concurrently (one sampler process each), same stop event.
 
     A rank that fails (exited before sampling, unreadable) yields its exception in place of
@@ -131,12 +198,14 @@ def run_sessions(targets: list[Target], backend: Backend, options: SessionOption
 
     def work(index: int, target: Target) -> None:
         try:
-            results[index] = run_session(target, backend, options, stop, on_window)
+            results[index] = run_session(target, backend, options, stop, on_window, output)
         except Exception as exc:  # reported per rank by the caller
             results[index] = exc
 
-    threads = [threading.Thread(target=work, args=(i, t), name=f"gilprof-rank-{t.rank}", daemon=True)
-               for i, t in enumerate(targets)]
+    threads = [
+        threading.Thread(target=work, args=(i, t), name=f"gilprof-rank-{t.rank}", daemon=True)
+        for i, t in enumerate(targets)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

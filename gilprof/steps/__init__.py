@@ -5,8 +5,8 @@ into StepRecords; `summary` folds them into per-rank percentiles, streaming.
 """
 
 from gilprof.steps.parse import (
-    DEVICE_BOUND,
-    HOST_BOUND,
+    DEVICE_BELOW_HOST,
+    DEVICE_NEAR_HOST,
     SCHEMA,
     UNKNOWN,
     StepParser,
@@ -27,8 +27,8 @@ from gilprof.steps.summary import (
 )
 
 __all__ = [
-    "DEVICE_BOUND",
-    "HOST_BOUND",
+    "DEVICE_BELOW_HOST",
+    "DEVICE_NEAR_HOST",
     "SCHEMA",
     "UNKNOWN",
     "Percentiles",

@@ -3,6 +3,7 @@
 A log is read line by line; lines that are not iteration lines are counted and skipped,
 never fatal, because real logs interleave them with everything else the job prints.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -19,10 +20,12 @@ from typing import IO, Any
 
 from gilprof.errors import InputError
 
-SCHEMA = "gilprof.steps/1"
-HOST_BOUND = "host-bound"
-DEVICE_BOUND = "device-bound"
-UNKNOWN = "unknown"
+# /2: the per-rank "verdict" (host-bound / device-bound) became "reading", what the ratio of
+# the medians alone shows, since a log cannot tell a host-paced from a device-paced loop.
+SCHEMA = "gilprof.steps/2"
+DEVICE_NEAR_HOST = "device~host"  # p50 device / host >= the near ratio: the log cannot tell
+DEVICE_BELOW_HOST = "device<host"  # the device was timed busy for less than the host step
+UNKNOWN = "unknown"  # no device step times
 # Longer lines are skipped whole: an iteration line is well under 4 KiB, and a bound keeps
 # memory flat on binary input without newlines.
 MAX_LINE_BYTES = 1 << 20

@@ -1,6 +1,7 @@
 """StepRecords -> per-rank step-time statistics (only per-rank `array('d')` columns are kept,
 so a 100 MB log costs a few MB).
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,8 @@ from typing import Any
 from gilprof.errors import InputError
 from gilprof.stats import quantiles
 from gilprof.steps.parse import (
-    DEVICE_BOUND,
-    HOST_BOUND,
+    DEVICE_BELOW_HOST,
+    DEVICE_NEAR_HOST,
     SCHEMA,
     UNKNOWN,
     StepRecord,
@@ -65,7 +66,7 @@ class RankSteps:
     device_step_ms: Percentiles | None
     scheduled_requests_p50: float | None
     device_host_ratio: float | None
-    verdict: str
+    reading: str  # DEVICE_NEAR_HOST, DEVICE_BELOW_HOST or UNKNOWN: the ratio, not a verdict
     host_ms: array[float] = field(repr=False, compare=False)
     device_ms: array[float] = field(repr=False, compare=False)
 
@@ -84,7 +85,7 @@ class RankSteps:
             "device_host_ratio": (
                 None if self.device_host_ratio is None else round(self.device_host_ratio, 4)
             ),
-            "verdict": self.verdict,
+            "reading": self.reading,
         }
 
 
@@ -95,7 +96,7 @@ class StepsReport:
     records_read: int
     ranks_seen: tuple[int, ...]
     skip_warmup: int
-    host_bound_ratio: float
+    near_ratio: float
 
     def rank(self, rank: int) -> RankSteps | None:
         return next((steps for steps in self.ranks if steps.rank == rank), None)
@@ -106,24 +107,25 @@ class StepsReport:
             "skipped_lines": self.skipped_lines,
             "records_read": self.records_read,
             "skip_warmup": self.skip_warmup,
-            "host_bound_ratio": self.host_bound_ratio,
+            "near_ratio": self.near_ratio,
             "ranks": [steps.to_json() for steps in self.ranks],
         }
 
 
 def classify(
-    host_p50: float, device_p50: float | None, host_bound_ratio: float
+    host_p50: float, device_p50: float | None, near_ratio: float
 ) -> tuple[str, float | None]:
-    """Verdict and device/host ratio of the medians.
+    """What the ratio of the medians shows, and the ratio; never host- or device-bound.
 
-    Under TensorRT-LLM's overlap scheduler the device step is measured between CUDA events
-    recorded at the loop tops, so when the host is slow the device waits for it and its step
-    is dragged up to the host step: a ratio near 1 means host-bound.
+    Under TensorRT-LLM's overlap scheduler the device step is timed between CUDA events
+    recorded at the loop tops, so a slow host drags the device step up to the host step;
+    but a loop paced by the device also logs device ~ host. The log alone cannot tell the
+    two apart: the loop thread's time can (gilprof.analysis.verdict).
     """
     if device_p50 is None or host_p50 <= 0:
         return UNKNOWN, None
     ratio = device_p50 / host_p50
-    return (HOST_BOUND if ratio >= host_bound_ratio else DEVICE_BOUND), ratio
+    return (DEVICE_NEAR_HOST if ratio >= near_ratio else DEVICE_BELOW_HOST), ratio
 
 
 class _RankColumns:
@@ -159,10 +161,10 @@ def summarize(
     *,
     skip_warmup: int = 0,
     rank: int | None = None,
-    host_bound_ratio: float = 0.9,
+    near_ratio: float = 0.9,
     skipped_lines: int | None = None,
 ) -> StepsReport:
-    """Per-rank percentiles and verdicts; consumes `records` once.
+    """Per-rank percentiles and ratio readings; consumes `records` once.
 
     `skip_warmup` drops each rank's first N records in log order. `skipped_lines` defaults
     to the count of a StepStream after it has been consumed.
@@ -200,7 +202,7 @@ def summarize(
         if host is None:
             continue
         device = Percentiles.of(column.device)
-        verdict, ratio = classify(host.p50, device.p50 if device else None, host_bound_ratio)
+        reading, ratio = classify(host.p50, device.p50 if device else None, near_ratio)
         summaries.append(
             RankSteps(
                 rank=rank_id,
@@ -212,7 +214,7 @@ def summarize(
                 device_step_ms=device,
                 scheduled_requests_p50=_histogram_median(column.scheduled),
                 device_host_ratio=ratio,
-                verdict=verdict,
+                reading=reading,
                 host_ms=column.host,
                 device_ms=column.device,
             )
@@ -225,7 +227,7 @@ def summarize(
         records_read=records_read,
         ranks_seen=tuple(sorted(ranks_seen)),
         skip_warmup=skip_warmup,
-        host_bound_ratio=host_bound_ratio,
+        near_ratio=near_ratio,
     )
 
 
@@ -239,13 +241,11 @@ def summarize_logs(
     *,
     skip_warmup: int = 0,
     rank: int | None = None,
-    host_bound_ratio: float = 0.9,
+    near_ratio: float = 0.9,
 ) -> StepsReport:
     """Read and summarize logs; InputError when nothing usable is left to summarize."""
     stream = read_step_logs(paths)
-    report = summarize(
-        stream, skip_warmup=skip_warmup, rank=rank, host_bound_ratio=host_bound_ratio
-    )
+    report = summarize(stream, skip_warmup=skip_warmup, rank=rank, near_ratio=near_ratio)
     where = _describe_paths(stream.paths)
     if report.records_read == 0:
         raise InputError(

@@ -32,7 +32,9 @@ SECONDS = 4.0
 def _runner() -> ModuleType:
     name = "gilprof_accuracy_run"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "accuracy" / "run.py")
+        spec = importlib.util.spec_from_file_location(
+            name, ROOT / "benchmarks" / "accuracy" / "run.py"
+        )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
@@ -42,8 +44,9 @@ def _runner() -> ModuleType:
 
 def _measure(tmp_path, workload: str, mode: str):
     run = _runner()
-    return run.measure(run.Config(workload, mode, 100, SECONDS), sys.executable, tmp_path,
-                       baseline_s=0.2)
+    return run.measure(
+        run.Config(workload, mode, 100, SECONDS), sys.executable, tmp_path, baseline_s=0.2
+    )
 
 
 def _rows(outcome: Any, metric: str) -> dict[str, Any]:

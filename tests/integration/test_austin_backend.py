@@ -58,8 +58,22 @@ def test_attach_wall_mode_writes_a_valid_profile(tmp_path, spawn, austin):
     target = spawn([sys.executable, WORKLOAD, "--duration", "10"])
     time.sleep(0.8)
     out = tmp_path / "austin.json"
-    run = spawn(gilprof_cmd("attach", "--pid", str(target.pid), "--backend", "austin",
-                            "--mode", "wall", "-d", "3", "-q", "-o", str(out)))
+    run = spawn(
+        gilprof_cmd(
+            "attach",
+            "--pid",
+            str(target.pid),
+            "--backend",
+            "austin",
+            "--mode",
+            "wall",
+            "-d",
+            "3",
+            "-q",
+            "-o",
+            str(out),
+        )
+    )
     assert run.wait(timeout=60) == 0, run.stderr.read().decode()
     profile = Profile.load(out)
     sampling = profile.sampling
@@ -92,8 +106,22 @@ def test_cpu_mode_keeps_running_threads_only(tmp_path, spawn, austin):
     target = spawn([sys.executable, WORKLOAD, "--duration", "8"])
     time.sleep(0.8)
     out = tmp_path / "cpu.json"
-    run = spawn(gilprof_cmd("attach", "--pid", str(target.pid), "--backend", "austin",
-                            "--mode", "cpu", "-d", "2", "-q", "-o", str(out)))
+    run = spawn(
+        gilprof_cmd(
+            "attach",
+            "--pid",
+            str(target.pid),
+            "--backend",
+            "austin",
+            "--mode",
+            "cpu",
+            "-d",
+            "2",
+            "-q",
+            "-o",
+            str(out),
+        )
+    )
     assert run.wait(timeout=60) == 0, run.stderr.read().decode()
     profile = Profile.load(out)
     assert profile.sampling.ticks_source == "sampler"
@@ -114,11 +142,26 @@ def test_gil_mode_is_refused_with_one_line(tmp_path, spawn, austin):
     target = spawn([sys.executable, WORKLOAD, "--duration", "10"])
     time.sleep(0.5)
     out = tmp_path / "never.json"
-    result = CliRunner().invoke(cli, ["attach", "--pid", str(target.pid), "--backend", "austin",
-                                      "-d", "1", "-q", "-o", str(out)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "attach",
+            "--pid",
+            str(target.pid),
+            "--backend",
+            "austin",
+            "-d",
+            "1",
+            "-q",
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 2, result.output
-    assert result.stderr == ("gilprof: error: austin cannot sample GIL state; use --mode wall "
-                             "or cpu, or --backend py-spy\n")
+    assert result.stderr == (
+        "gilprof: error: austin cannot sample GIL state; use --mode wall "
+        "or cpu, or --backend py-spy\n"
+    )
     assert not out.exists()
 
 
@@ -128,8 +171,21 @@ def _crosscheck(spawn) -> dict:
     # different moments) and 250 Hz keep the comparison about the samplers: measured with
     # load average 8-10 on 2 cores, the largest focus difference was 3.0 points in 10 runs
     # (up to 7.6 at 100 Hz with 2-s windows and the default work sizes).
-    run = spawn([sys.executable, str(CROSSCHECK), "--seconds", "4", "--scale", "10",
-                 "--window", "4", "--rate", "250", "--json"])
+    run = spawn(
+        [
+            sys.executable,
+            str(CROSSCHECK),
+            "--seconds",
+            "4",
+            "--scale",
+            "10",
+            "--window",
+            "4",
+            "--rate",
+            "250",
+            "--json",
+        ]
+    )
     stdout, stderr = run.communicate(timeout=120)
     assert run.returncode == 0, stderr.decode()
     return json.loads(stdout)
@@ -150,12 +206,20 @@ def test_wall_shares_agree_with_pyspy(spawn, austin):
             assert sampling["ticks_source"] == "sampler" and not sampling["partial"], name
             assert all(0.9 <= c <= 1.0 for c in sampling["thread_coverage"].values()), sampling
         # same functions in the same files: attribution keys match across backends
-        assert not [r for r in result["rows"] if not r["in_both"]
-                    and max(r["py-spy"], r["austin"]) >= 5], result["only_in_one"]
-        assert {"executor_loop", "safe_broadcast", "_balance_requests_across_ranks", "ingress",
-                "ingress_work"} <= set(result["focus_found"])
+        assert not [
+            r for r in result["rows"] if not r["in_both"] and max(r["py-spy"], r["austin"]) >= 5
+        ], result["only_in_one"]
+        assert {
+            "executor_loop",
+            "safe_broadcast",
+            "_balance_requests_across_ranks",
+            "ingress",
+            "ingress_work",
+        } <= set(result["focus_found"])
         if result["max_abs_diff_focus"] <= TOLERANCE_POINTS:
             break
-    summary = [[(r["thread"], r["function"], r["py-spy"], r["austin"]) for r in a["rows"]
-                if r["focus"]] for a in attempts]
+    summary = [
+        [(r["thread"], r["function"], r["py-spy"], r["austin"]) for r in a["rows"] if r["focus"]]
+        for a in attempts
+    ]
     assert attempts[-1]["max_abs_diff_focus"] <= TOLERANCE_POINTS, summary

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -28,11 +31,25 @@ def _watch(profile: Path) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory) -> tuple[Path, str, str]:
-    """One demo run shared by the tests below: it is the slowest thing in the suite."""
+    """One demo run shared by the tests below: it is the slowest thing in the suite.
+
+    Run without -o from an empty working folder, with TMPDIR pointing elsewhere: the demo
+    must write under the temp dir and leave the working folder alone.
+    """
     require_tool("mpiexec")
-    out = tmp_path_factory.mktemp("demo") / "out"
-    proc = subprocess.Popen(gilprof_cmd("demo", "-o", str(out), "--window", "4", "--warmup", "2"),
-                            cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = tmp_path_factory.mktemp("demo")
+    cwd, tmp = base / "cwd", base / "tmp"
+    cwd.mkdir()
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    proc = subprocess.Popen(
+        gilprof_cmd("demo", "--window", "6", "--warmup", "2"),
+        cwd=str(cwd),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         stdout, stderr = proc.communicate(timeout=DEMO_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -42,6 +59,11 @@ def demo_run(tmp_path_factory) -> tuple[Path, str, str]:
         if proc.poll() is None:
             kill_tree(proc)
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    assert list(cwd.iterdir()) == [], "the demo wrote into the current directory"
+    match = re.search(r"^wrote, in (.+):$", stdout, re.MULTILINE)
+    assert match, stdout
+    out = Path(match.group(1))
+    assert out.parent == tmp.resolve() and out.name.startswith("gilprof-demo-"), out
     return out, stdout, stderr
 
 
@@ -59,8 +81,62 @@ def test_demo_report_and_stdout_show_the_watched_function_and_host_step(demo_run
     for text in (stdout, report):
         assert "safe_broadcast" in text
         assert "host step p50" in text
-        assert "host-bound" in text or "device-bound" in text
-    assert report.startswith("### gilprof compare")
+        # gil mode: each side's verdict from the loop thread, never the log's ratio alone
+        assert "loop thread executor-loop" in text
+
+
+def test_demo_report_opens_with_a_plain_language_summary(demo_run):
+    out, _, _ = demo_run
+    report = (out / "report.md").read_text()
+    assert report.startswith("## What the demo found")
+    summary = report.split("### gilprof compare", 1)[0]
+    for part in (
+        "**What held the GIL.**",
+        "**What changed.**",
+        "**Host- or device-bound.**",
+        "gilprof.reference.broadcast.safe_broadcast",
+        "gilprof lint",
+        "GP001",
+        "**Next commands.**",
+        f"gilprof report {out / 'before.json'}",
+    ):
+        assert part in summary, part
+    assert "### gilprof compare" in report  # the comparison follows
+
+
+def _readme_gate_commands() -> list[list[str]]:
+    """The gate commands the README shows: the CI example and the typical session's."""
+    text = (ROOT / "README.md").read_text()
+    ci = re.search(r"gilprof gate after\.json --steps after\.log(?:[^\n]*\\\n)+[^\n]*", text)
+    assert ci, "the README's CI gate example moved"
+    session = re.search(
+        r"^ *(gilprof gate after\.json --steps after\.log --max-share [^\n#]*)", text, re.MULTILINE
+    )
+    assert session, "the README's typical-session gate line moved"
+    return [shlex.split(ci.group(0).replace("\\\n", " ")), shlex.split(session.group(1))]
+
+
+def test_readme_gate_examples_pass_on_after_and_fail_on_before(demo_run, tmp_path):
+    """The README's gate commands, run as written on the demo's files: after passes, before fails."""
+    out, _, _ = demo_run
+    ci, session = _readme_gate_commands()
+
+    def gate(argv: list[str], current: str, other: str) -> subprocess.CompletedProcess[str]:
+        swap = {
+            "after.json": str(out / f"{current}.json"),
+            "after.log": str(out / f"{current}.log"),
+            "before.json": str(out / f"{other}.json"),
+            "gil-gate.xml": str(tmp_path / "g.xml"),
+        }
+        args = [swap.get(a, a) for a in argv[1:]]
+        return subprocess.run(gilprof_cmd(*args), capture_output=True, text=True, timeout=120)
+
+    for argv in (ci, session):
+        passed = gate(argv, "after", "before")
+        assert passed.returncode == 0, (argv, passed.stdout, passed.stderr)
+        failed = gate(argv, "before", "after")
+        assert failed.returncode == 1, (argv, failed.stdout, failed.stderr)
+        assert "FAIL" in failed.stdout
 
 
 def test_demo_logs_have_rank_0_iterations(demo_run):

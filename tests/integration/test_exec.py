@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import pty
 import select
@@ -16,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gilprof.profile import Profile
 from gilprof.sampling.discover import RANK_VARIABLES
 
 from .conftest import ROOT, WORKLOADS, gilprof_cmd, require_tool, wait_for
@@ -26,11 +26,13 @@ LIGHT = ["--broadcast-work", "4000", "--route-work", "2000", "--ingress-work", "
 
 # Spins in the main thread, so py-spy sees it hold the GIL, and has no other thread that
 # would keep it alive after a KeyboardInterrupt (gil_workload.py's threads would).
-SPINNER = ("import os, sys, time\n"
-           "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
-           "end = time.monotonic() + 30\n"
-           "while time.monotonic() < end:\n"
-           "    sum(i * i for i in range(2000))\n")
+SPINNER = (
+    "import os, sys, time\n"
+    "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+    "end = time.monotonic() + 30\n"
+    "while time.monotonic() < end:\n"
+    "    sum(i * i for i in range(2000))\n"
+)
 
 
 def _no_rank_env() -> dict[str, str]:
@@ -47,10 +49,31 @@ def _read_pidfiles(prefix: Path, n: int) -> dict[int, int] | None:
 def test_rank0_sampled_as_child_other_ranks_exec_directly(tmp_path, spawn):
     mpiexec = require_tool("mpiexec")
     prefix, out = tmp_path / "pid", tmp_path / "prof"
-    job = spawn([mpiexec, "-n", "4",
-                 *gilprof_cmd("exec", "--ranks", "0", "-o", str(out), "--", sys.executable, WORKLOAD,
-                              "--duration", "4", "--exit-code", "3", "--pidfile", str(prefix), *LIGHT)],
-                stdin=subprocess.DEVNULL)
+    job = spawn(
+        [
+            mpiexec,
+            "-n",
+            "4",
+            *gilprof_cmd(
+                "exec",
+                "--ranks",
+                "0",
+                "-o",
+                str(out),
+                "--",
+                sys.executable,
+                WORKLOAD,
+                "--duration",
+                "4",
+                "--exit-code",
+                "3",
+                "--pidfile",
+                str(prefix),
+                *LIGHT,
+            ),
+        ],
+        stdin=subprocess.DEVNULL,
+    )
     pids = wait_for(lambda: _read_pidfiles(prefix, 4), timeout=30)
     assert pids, "the 4 ranks did not start: " + job.stderr.read().decode()[-2000:]
     parents = {r: psutil.Process(pid).parent() for r, pid in pids.items()}
@@ -67,21 +90,25 @@ def test_rank0_sampled_as_child_other_ranks_exec_directly(tmp_path, spawn):
     assert "no rank variable" not in stderr  # every rank found PMI_RANK
     files = sorted(p.name for p in out.iterdir())
     assert files == [f"rank0-{pids[0]}.json"], files
-    profile = json.loads((out / files[0]).read_text())
-    assert profile["target"]["pid"] == pids[0]
-    assert (profile["target"]["rank"], profile["target"]["rank_source"]) == (0, "PMI_RANK")
-    assert profile["sampling"]["partial"] is False  # sampled until the command exited
-    assert sum(c for w in profile["windows"] for _, c in w["counts"]) > 0
+    profile = Profile.load(out / files[0])
+    assert profile.target.pid == pids[0]
+    assert (profile.target.rank, profile.target.rank_source) == (0, "PMI_RANK")
+    assert profile.sampling.partial is False  # sampled until the command exited
+    assert sum(profile.total_counts().values()) > 0
 
 
 def test_sigterm_is_forwarded_and_exit_status_passes_through(tmp_path, spawn):
     sig, status = signal.SIGTERM, 143
     pidfile, out = tmp_path / "child.pid", tmp_path / "prof"
     # stdin not a terminal: as under a launcher, the child gets its own process group
-    run = spawn(gilprof_cmd("exec", "-o", str(out), "--", sys.executable, "-c", SPINNER, str(pidfile)),
-                env=_no_rank_env(), stdin=subprocess.DEVNULL)
-    child = wait_for(lambda: pidfile.exists() and pidfile.read_text() and int(pidfile.read_text()),
-                     timeout=30)
+    run = spawn(
+        gilprof_cmd("exec", "-o", str(out), "--", sys.executable, "-c", SPINNER, str(pidfile)),
+        env=_no_rank_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    child = wait_for(
+        lambda: pidfile.exists() and pidfile.read_text() and int(pidfile.read_text()), timeout=30
+    )
     assert child, run.stderr.read().decode()
     assert psutil.Process(child).ppid() == run.pid
     assert os.getpgid(child) != os.getpgid(run.pid)  # so the signal reaches it once, from gilprof
@@ -95,16 +122,24 @@ def test_sigterm_is_forwarded_and_exit_status_passes_through(tmp_path, spawn):
     assert "no rank variable set" in stderr and "running as rank 0" in stderr
     assert f"killed by {sig.name}" in stderr
     assert not psutil.pid_exists(child)
-    profile = json.loads(profile_path.read_text())
-    assert profile["target"]["pid"] == child
-    assert profile["sampling"]["partial"] is True
-    assert profile["sampling"]["partial_reason"].startswith("interrupted")
-    assert sum(c for w in profile["windows"] for _, c in w["counts"]) > 20
+    profile = Profile.load(profile_path)
+    assert profile.target.pid == child
+    assert profile.sampling.partial is True
+    assert profile.sampling.partial_reason.startswith("interrupted")
+    assert sum(profile.total_counts().values()) > 20
 
 
 def _run(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(gilprof_cmd(*args), capture_output=True, text=True, timeout=60,
-                          cwd=str(ROOT), env=_no_rank_env(), stdin=subprocess.DEVNULL, **kwargs)
+    return subprocess.run(
+        gilprof_cmd(*args),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(ROOT),
+        env=_no_rank_env(),
+        stdin=subprocess.DEVNULL,
+        **kwargs,
+    )
 
 
 def _error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -153,18 +188,20 @@ def test_command_errors_are_one_line_with_shell_codes(tmp_path, monkeypatch):
 # Counts the SIGINTs it gets, then exits 1.5 s after the first one (a server shutting down).
 # Python runs a handler once for signals that arrive close together; the wakeup fd gets one
 # byte per delivery.
-COUNTS_SIGINT = ("import os, signal, sys, time\n"
-                 "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
-                 "got = []\n"
-                 "signal.signal(signal.SIGINT, lambda *_: got.append(time.monotonic()))\n"
-                 "r, w = os.pipe()\n"
-                 "os.set_blocking(w, False)\n"
-                 "signal.set_wakeup_fd(w)\n"
-                 "end = time.monotonic() + 30\n"
-                 "while time.monotonic() < end and not (got and time.monotonic() > got[0] + 1.5):\n"
-                 "    sum(i * i for i in range(2000))\n"
-                 "open(sys.argv[2], 'w').write(str(len(os.read(r, 100))))\n"
-                 "sys.exit(130)\n")
+COUNTS_SIGINT = (
+    "import os, signal, sys, time\n"
+    "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+    "got = []\n"
+    "signal.signal(signal.SIGINT, lambda *_: got.append(time.monotonic()))\n"
+    "r, w = os.pipe()\n"
+    "os.set_blocking(w, False)\n"
+    "signal.set_wakeup_fd(w)\n"
+    "end = time.monotonic() + 30\n"
+    "while time.monotonic() < end and not (got and time.monotonic() > got[0] + 1.5):\n"
+    "    sum(i * i for i in range(2000))\n"
+    "open(sys.argv[2], 'w').write(str(len(os.read(r, 100))))\n"
+    "sys.exit(130)\n"
+)
 
 
 def _read_until_exit(fd: int, pid: int, seconds: float) -> tuple[bytes, int | None]:
@@ -186,8 +223,17 @@ def test_ctrl_c_in_a_terminal_reaches_the_command_once(tmp_path):
     """Interactive: the command shares the terminal's foreground group, so the terminal's
     Ctrl-C reaches it directly; gilprof must not send a second SIGINT on top."""
     pidfile, out, counted = tmp_path / "child.pid", tmp_path / "prof", tmp_path / "sigints"
-    argv = gilprof_cmd("exec", "-o", str(out), "--", sys.executable, "-c", COUNTS_SIGINT,
-                       str(pidfile), str(counted))
+    argv = gilprof_cmd(
+        "exec",
+        "-o",
+        str(out),
+        "--",
+        sys.executable,
+        "-c",
+        COUNTS_SIGINT,
+        str(pidfile),
+        str(counted),
+    )
     pid, fd = pty.fork()
     if pid == 0:  # the child: become gilprof on the new terminal
         try:
@@ -196,8 +242,10 @@ def test_ctrl_c_in_a_terminal_reaches_the_command_once(tmp_path):
         finally:
             os._exit(127)
     try:
-        child = wait_for(lambda: pidfile.exists() and pidfile.read_text() and int(pidfile.read_text()),
-                         timeout=30)
+        child = wait_for(
+            lambda: pidfile.exists() and pidfile.read_text() and int(pidfile.read_text()),
+            timeout=30,
+        )
         assert child
         assert os.getpgid(child) == os.getpgid(pid)  # in the terminal's foreground group
         time.sleep(2.5)
@@ -205,11 +253,56 @@ def test_ctrl_c_in_a_terminal_reaches_the_command_once(tmp_path):
         text, status = _read_until_exit(fd, pid, 30)
         assert status == 130, text.decode(errors="replace")
         assert counted.read_text() == "1"
-        profile = json.loads((out / f"rank0-{child}.json").read_text())
-        assert profile["sampling"]["partial_reason"].startswith("interrupted")
+        profile = Profile.load(out / f"rank0-{child}.json")
+        assert profile.sampling.partial_reason.startswith("interrupted")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(os.getpgid(pid), signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
         os.close(fd)
+
+
+def test_mpi_app_under_exec_initialises_mpi_and_the_job_completes(tmp_path, spawn):
+    """The sampled rank's child inherits hydra's PMI_FD: before, PMI_Init failed and the job hung."""
+    mpiexec = require_tool("mpiexec")
+    prefix, out = tmp_path / "pid", tmp_path / "prof"
+    app = str(WORKLOADS / "mpi_collectives.py")
+    job = spawn(
+        [
+            mpiexec,
+            "-n",
+            "4",
+            *gilprof_cmd(
+                "exec",
+                "--ranks",
+                "0",
+                "-o",
+                str(out),
+                "--",
+                sys.executable,
+                app,
+                "--seconds",
+                "2",
+                "--pidfile",
+                str(prefix),
+                "--exit-code",
+                "0",
+            ),
+        ],
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        code = job.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the MPI job hung under gilprof exec")
+    stdout, stderr = job.stdout.read().decode(), job.stderr.read().decode()
+    assert code == 0, stderr[-2000:]
+    assert "rank 0:" in stdout and "on 4 ranks" in stdout, stdout
+    pids = _read_pidfiles(prefix, 4)
+    assert pids, stderr[-2000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert files == [f"rank0-{pids[0]}.json"], files
+    profile = Profile.load(out / files[0])
+    assert (profile.target.pid, profile.target.rank) == (pids[0], 0)
+    assert sum(profile.total_counts().values()) > 0

@@ -1,8 +1,8 @@
-"""Faults, for real: a rank killed mid-run, Ctrl-C in launch mode, no ptrace permission, bad -o."""
+"""Faults, for real: a rank killed mid-run, Ctrl-C in launch mode, no ptrace permission, bad -o,
+a full disk, gilprof itself SIGKILLed."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import stat
@@ -14,6 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gilprof.errors import InputError
+from gilprof.profile import Profile
 from gilprof.sampling.discover import RANK_VARIABLES
 
 from .conftest import ROOT, WORKLOADS, gilprof_cmd, require_tool, wait_for
@@ -45,6 +47,21 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _loaded(path: Path) -> Profile | None:
+    """The profile as `report` would read it now, None while there is none (or only a header)."""
+    try:
+        return Profile.load(path)
+    except InputError:
+        return None
+
+
+def _finished(path: Path) -> bool:
+    profile = _loaded(path)
+    return profile is not None and "without its footer" not in (
+        profile.sampling.partial_reason or ""
+    )
+
+
 def _one_error_line(stderr: str) -> str:
     assert "Traceback" not in stderr
     lines = [ln for ln in stderr.splitlines() if ln.startswith("gilprof: error:")]
@@ -55,19 +72,34 @@ def _one_error_line(stderr: str) -> str:
 def test_rank_killed_mid_run_gives_partial_profile_and_exit_6(tmp_path, spawn):
     mpiexec = require_tool("mpiexec")
     prefix, out = tmp_path / "pid", tmp_path / "rank0.json"
-    job = spawn([mpiexec, "-n", "4", sys.executable, WORKLOAD, "--duration", "30",
-                 "--pidfile", str(prefix), *LIGHT])
+    job = spawn(
+        [
+            mpiexec,
+            "-n",
+            "4",
+            sys.executable,
+            WORKLOAD,
+            "--duration",
+            "30",
+            "--pidfile",
+            str(prefix),
+            *LIGHT,
+        ]
+    )
     pids = wait_for(lambda: _read_pidfiles(prefix, 4), timeout=30)
     assert pids, "the 4 ranks did not start"
-    run = spawn(gilprof_cmd("attach", "--job", str(job.pid), "--rank", "0", "-d", "20", "-q",
-                            "-o", str(out)))
+    run = spawn(
+        gilprof_cmd(
+            "attach", "--job", str(job.pid), "--rank", "0", "-d", "20", "-q", "-o", str(out)
+        )
+    )
     assert wait_for(lambda: _samplers(run.pid), timeout=30), run.stderr.read().decode()
     time.sleep(2.5)  # at least one complete window
     os.kill(pids[0], signal.SIGKILL)
     assert run.wait(timeout=30) == 6, run.stderr.read().decode()
     stderr = run.stderr.read().decode()
     assert "PARTIAL: target exited after" in stderr, stderr
-    profile = json.loads(out.read_text())
+    profile = Profile.load(out).to_dict()
     assert profile["target"]["pid"] == pids[0]
     sampling = profile["sampling"]
     assert sampling["partial"] is True
@@ -80,17 +112,36 @@ def test_rank_killed_mid_run_gives_partial_profile_and_exit_6(tmp_path, spawn):
 def test_sigint_in_launch_mode_reaches_the_job_and_leaves_nothing_behind(tmp_path, spawn):
     mpiexec = require_tool("mpiexec")
     prefix, out = tmp_path / "pid", tmp_path / "launched.json"
-    run = spawn(gilprof_cmd("attach", "--rank", "0", "-q", "-o", str(out), "--", mpiexec, "-n", "2",
-                            sys.executable, WORKLOAD, "--duration", "30", "--pidfile", str(prefix),
-                            *LIGHT))
+    run = spawn(
+        gilprof_cmd(
+            "attach",
+            "--rank",
+            "0",
+            "-q",
+            "-o",
+            str(out),
+            "--",
+            mpiexec,
+            "-n",
+            "2",
+            sys.executable,
+            WORKLOAD,
+            "--duration",
+            "30",
+            "--pidfile",
+            str(prefix),
+            *LIGHT,
+        )
+    )
     pids = wait_for(lambda: _read_pidfiles(prefix, 2), timeout=30)
     assert pids, "the job's ranks did not start"
     assert wait_for(lambda: _samplers(run.pid), timeout=30)
     time.sleep(2.5)
     samplers = _samplers(run.pid)
     run.send_signal(signal.SIGINT)
-    # sampling stops at once and the profile is written while the job shuts down
-    assert wait_for(out.exists, timeout=15), "no profile after SIGINT"
+    # sampling stops at once and the profile is finished (its footer written) while the job
+    # shuts down
+    assert wait_for(lambda: _finished(out), timeout=15), "no finished profile after SIGINT"
     # mpiexec passed the Ctrl-C on to the ranks; these ignore it (their threads keep running),
     # and as with mpiexec itself a second Ctrl-C aborts the job
     time.sleep(0.5)
@@ -102,10 +153,11 @@ def test_sigint_in_launch_mode_reaches_the_job_and_leaves_nothing_behind(tmp_pat
     assert "Sending Ctrl-C to processes" in stdout, stdout  # mpiexec got the first SIGINT
     # and a rank got it (the abort may cut off the other's traceback on a loaded machine)
     assert "KeyboardInterrupt" in stderr, stderr
-    assert wait_for(lambda: not any(_running(p) for p in pids.values()), timeout=15), \
+    assert wait_for(lambda: not any(_running(p) for p in pids.values()), timeout=15), (
         f"ranks survived gilprof: {pids}"
+    )
     assert samplers and not any(_running(p) for p in samplers), samplers
-    profile = json.loads(out.read_text())
+    profile = Profile.load(out).to_dict()
     assert profile["target"]["pid"] == pids[0]
     assert profile["sampling"]["partial"] is True
     assert profile["sampling"]["partial_reason"].startswith("interrupted")
@@ -116,8 +168,10 @@ def test_sigint_in_launch_mode_reaches_the_job_and_leaves_nothing_behind(tmp_pat
 # the kernel refuses since the target has capabilities gilprof lacks. (Running as uid 65534
 # is no option here: the interpreters live under /root, which that user cannot enter.) Not
 # root: make the target non-dumpable, which refuses ptrace to anyone without CAP_SYS_PTRACE.
-NOT_DUMPABLE = ("import ctypes, runpy, sys; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
-                "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+NOT_DUMPABLE = (
+    "import ctypes, runpy, sys; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 def _without(*capabilities: str) -> list[str]:
@@ -132,13 +186,21 @@ def _without(*capabilities: str) -> list[str]:
 def test_no_ptrace_permission_exit_4_says_what_to_do_and_exec_still_works(tmp_path, spawn):
     prefix = _without("sys_ptrace")
     workload = [WORKLOAD, "--duration", "20", *LIGHT]
-    target = spawn([sys.executable, *workload] if IS_ROOT
-                   else [sys.executable, "-c", NOT_DUMPABLE, *workload])
+    target = spawn(
+        [sys.executable, *workload] if IS_ROOT else [sys.executable, "-c", NOT_DUMPABLE, *workload]
+    )
     time.sleep(0.7)
     out = tmp_path / "never.json"
-    refused = subprocess.run([*prefix, *gilprof_cmd("attach", "--pid", str(target.pid), "-d", "2",
-                                                    "-q", "-o", str(out))],
-                             capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    refused = subprocess.run(
+        [
+            *prefix,
+            *gilprof_cmd("attach", "--pid", str(target.pid), "-d", "2", "-q", "-o", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(ROOT),
+    )
     assert refused.returncode == 4, refused.stderr
     message = _one_error_line(refused.stderr)
     for advice in ("as root", "SYS_PTRACE", "kernel.yama.ptrace_scope", "gilprof exec"):
@@ -148,14 +210,34 @@ def test_no_ptrace_permission_exit_4_says_what_to_do_and_exec_still_works(tmp_pa
     # the same restrictions do not stop gilprof from sampling its own child
     folder = tmp_path / "exec"
     env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
-    child = subprocess.run([*prefix, *gilprof_cmd("exec", "-d", "1", "-q", "-o", str(folder), "--",
-                                                  sys.executable, WORKLOAD, "--duration", "2.5",
-                                                  *LIGHT)],
-                           capture_output=True, text=True, timeout=60, cwd=str(ROOT), env=env,
-                           stdin=subprocess.DEVNULL)
+    child = subprocess.run(
+        [
+            *prefix,
+            *gilprof_cmd(
+                "exec",
+                "-d",
+                "1",
+                "-q",
+                "-o",
+                str(folder),
+                "--",
+                sys.executable,
+                WORKLOAD,
+                "--duration",
+                "2.5",
+                *LIGHT,
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(ROOT),
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert child.returncode == 0, child.stderr
     [written] = list(folder.glob("rank0-*.json"))
-    assert sum(c for w in json.loads(written.read_text())["windows"] for _, c in w["counts"]) > 0
+    assert sum(c for w in Profile.load(written).to_dict()["windows"] for _, c in w["counts"]) > 0
 
 
 def test_unusable_output_is_refused_before_anything_starts(tmp_path, monkeypatch):
@@ -172,8 +254,14 @@ def test_unusable_output_is_refused_before_anything_starts(tmp_path, monkeypatch
         if not prefix:  # in-process: quicker, and the same code path
             result = CliRunner().invoke(cli, list(args))
             return result.exit_code, _one_error_line(result.stderr)
-        done = subprocess.run([*prefix, *gilprof_cmd(*args)], capture_output=True, text=True,
-                              timeout=60, cwd=str(ROOT), stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [*prefix, *gilprof_cmd(*args)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=str(ROOT),
+            stdin=subprocess.DEVNULL,
+        )
         return done.returncode, _one_error_line(done.stderr)
 
     code, line = gilprof("attach", "-o", str(tmp_path / "missing" / "p.json"), "--", *job)
@@ -210,32 +298,115 @@ def _fill(folder: Path, leave: int) -> None:
             pass  # full: that was the point
 
 
-def test_full_disk_is_refused_before_sampling_and_filling_up_later_is_one_line(tmp_path, spawn):
+def test_full_disk_is_refused_before_sampling_and_filling_up_later_keeps_a_partial_profile(
+    tmp_path, spawn
+):
     small = tmp_path / "small"
     small.mkdir()
-    mounted = IS_ROOT and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)],
-                                         capture_output=True).returncode == 0
+    mounted = (
+        IS_ROOT
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], capture_output=True
+        ).returncode
+        == 0
+    )
     if not mounted:
         pytest.skip("needs root that may mount a tmpfs (a small file system to fill)")
     try:
-        target = spawn([sys.executable, WORKLOAD, "--duration", "20", *LIGHT])
+        target = spawn([sys.executable, WORKLOAD, "--duration", "40", *LIGHT])
         time.sleep(0.5)
         out = small / "p.json"
         _fill(small, leave=256 * 1024)
-        early = subprocess.run(gilprof_cmd("attach", "--pid", str(target.pid), "-d", "1", "-q",
-                                           "-o", str(out)),
-                               capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+        early = subprocess.run(
+            gilprof_cmd("attach", "--pid", str(target.pid), "-d", "1", "-q", "-o", str(out)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=str(ROOT),
+        )
         assert early.returncode == 2, early.stderr
         assert "is (nearly) full" in _one_error_line(early.stderr)
 
         for filler in small.glob("fill-*"):
             filler.unlink()
-        late = spawn(gilprof_cmd("attach", "--pid", str(target.pid), "-d", "3", "-q", "-o", str(out)))
-        assert wait_for(lambda: _samplers(late.pid), timeout=30), late.stderr.read().decode()
+        # contention mode at 500 Hz: records of a few KiB, so the next one needs a new page of
+        # the tmpfs (the last page of the file has room for a few bytes more)
+        late = spawn(
+            gilprof_cmd(
+                "attach",
+                "--pid",
+                str(target.pid),
+                "-d",
+                "20",
+                "--window",
+                "1",
+                "--mode",
+                "contention",
+                "--rate",
+                "500",
+                "-q",
+                "-o",
+                str(out),
+            )
+        )
+        # the profile is streamed: wait for a window on disk, then fill the disk
+        assert wait_for(lambda: (p := _loaded(out)) is not None and p.windows, timeout=30), (
+            late.stderr.read().decode()
+        )
         _fill(small, leave=0)  # the disk fills up while gilprof samples
         assert late.wait(timeout=30) == 2
         line = _one_error_line(late.stderr.read().decode())
         assert "cannot write" in line and "No space left on device" in line, line
-        assert not out.exists() and not list(small.glob(".gilprof-*"))  # no half-written file
+        assert not _samplers(late.pid) and not list(small.glob(".gilprof-*"))
+        # what was written before the disk filled up is kept, and reads as a partial profile
+        for filler in small.glob("fill-*"):
+            filler.unlink()
+        kept = Profile.load(out)
+        assert kept.sampling.partial and "without its footer" in kept.sampling.partial_reason
+        assert kept.windows and sum(kept.total_counts().values()) > 0
     finally:
         subprocess.run(["umount", "-l", str(small)], capture_output=True)
+
+
+def test_sigkill_of_attach_mid_run_leaves_a_partial_profile_and_no_sampler(tmp_path, spawn):
+    """An OOM kill or a scheduler's hard stop: no signal handler runs, no footer is written."""
+    target = spawn([sys.executable, WORKLOAD, "--duration", "30", *LIGHT])
+    time.sleep(0.5)
+    out = tmp_path / "p.json"
+    run = spawn(
+        gilprof_cmd(
+            "attach",
+            "--pid",
+            str(target.pid),
+            "--mode",
+            "contention",
+            "--rate",
+            "200",
+            "--window",
+            "1",
+            "-d",
+            "20",
+            "-q",
+            "-o",
+            str(out),
+        )
+    )
+    assert wait_for(lambda: (p := _loaded(out)) is not None and len(p.windows) >= 2, timeout=40), (
+        run.stderr.read().decode()
+    )
+    samplers = _samplers(run.pid)
+    assert samplers, "py-spy was not running as gilprof's child"
+    os.kill(run.pid, signal.SIGKILL)
+    assert run.wait(timeout=10) == -signal.SIGKILL
+    assert wait_for(lambda: not any(_running(p) for p in samplers), timeout=10), samplers
+    profile = Profile.load(out)
+    assert profile.target.pid == target.pid
+    assert profile.sampling.partial
+    assert "without its footer" in profile.sampling.partial_reason
+    assert len(profile.windows) >= 2 and sum(profile.total_counts().values()) > 0
+    assert all(w.spans for w in profile.windows)  # contention states survived too
+    report = subprocess.run(
+        gilprof_cmd("report", str(out)), capture_output=True, text=True, timeout=60, cwd=str(ROOT)
+    )
+    assert report.returncode == 0, report.stderr
+    assert "PARTIAL" in report.stdout and "without its footer" in report.stdout

@@ -21,8 +21,21 @@ BENCHMARK = ROOT / "benchmarks" / "long_run.py"
 
 def test_fifteen_seconds_at_1000_hz_loses_no_sample_and_keeps_memory_flat(spawn):
     require_tool("mpiexec")
-    run = spawn([sys.executable, str(BENCHMARK), "--minutes", "0.25", "--ranks", "2",
-                 "--rate", "1000", "--max-growth-mb", "30", "--json"])
+    run = spawn(
+        [
+            sys.executable,
+            str(BENCHMARK),
+            "--minutes",
+            "0.25",
+            "--ranks",
+            "2",
+            "--rate",
+            "1000",
+            "--max-growth-mb",
+            "30",
+            "--json",
+        ]
+    )
     try:
         out, err = run.communicate(timeout=240)
     except subprocess.TimeoutExpired:

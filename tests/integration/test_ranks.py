@@ -29,15 +29,21 @@ def test_ranks_all_writes_one_profile_per_rank_and_sigterm_leaves_no_sampler(tmp
     mpiexec = require_tool("mpiexec")
     job = spawn([mpiexec, "-n", "4", sys.executable, WORKLOAD, "--duration", "30", *LIGHT])
     out = tmp_path / "prof"
-    run = spawn(gilprof_cmd("attach", "--job", str(job.pid), "--ranks", "all", "-q", "-o", str(out)))
-    samplers = wait_for(lambda: (lambda s: s if len(s) == 4 else None)(_pyspy_children(run.pid)),
-                        timeout=30)
+    run = spawn(
+        gilprof_cmd("attach", "--job", str(job.pid), "--ranks", "all", "-q", "-o", str(out))
+    )
+    samplers = wait_for(
+        lambda: (lambda s: s if len(s) == 4 else None)(_pyspy_children(run.pid)), timeout=30
+    )
     assert samplers, "expected one py-spy per rank"
     time.sleep(2.5)  # at least one full window per rank
     run.send_signal(signal.SIGTERM)
     assert run.wait(timeout=30) == 130, run.stderr.read().decode()
-    leftovers = [p for p in samplers if psutil.pid_exists(p)
-                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    leftovers = [
+        p
+        for p in samplers
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
     assert not leftovers, f"py-spy survived gilprof: {leftovers}"
     files = sorted(out.glob("rank*.json"))
     assert [f.name.split("-")[0] for f in files] == ["rank0", "rank1", "rank2", "rank3"]
@@ -46,8 +52,9 @@ def test_ranks_all_writes_one_profile_per_rank_and_sigterm_leaves_no_sampler(tmp
         assert profile["sampling"]["partial"] is True
         assert profile["windows"], f.name
 
-    report = subprocess.run(gilprof_cmd("report", *map(str, files), "--format", "json"),
-                            capture_output=True, timeout=60)
+    report = subprocess.run(
+        gilprof_cmd("report", *map(str, files), "--format", "json"), capture_output=True, timeout=60
+    )
     assert report.returncode == 0, report.stderr.decode()
     ranks = json.loads(report.stdout)
     assert [c["rank"] for c in ranks["columns"]] == [0, 1, 2, 3]
@@ -59,27 +66,37 @@ def test_ranks_all_writes_one_profile_per_rank_and_sigterm_leaves_no_sampler(tmp
 def test_one_gilprof_per_node_via_mpiexec_then_merge(tmp_path, spawn):
     """Two jobs stand in for two nodes; `mpiexec -n 2` runs one gilprof per "node"."""
     mpiexec = require_tool("mpiexec")
-    jobs = [spawn([mpiexec, "-n", "2", sys.executable, WORKLOAD, "--duration", "20", *LIGHT])
-            for _ in range(2)]
-    wait_for(lambda: all(len(psutil.Process(j.pid).children(recursive=True)) >= 3 for j in jobs),
-             timeout=30)
+    jobs = [
+        spawn([mpiexec, "-n", "2", sys.executable, WORKLOAD, "--duration", "20", *LIGHT])
+        for _ in range(2)
+    ]
+    wait_for(
+        lambda: all(len(psutil.Process(j.pid).children(recursive=True)) >= 3 for j in jobs),
+        timeout=30,
+    )
     time.sleep(1.0)
-    script = (f"import os, sys, subprocess; jobs = {[j.pid for j in jobs]!r}; "
-              "node = int(os.environ['PMI_RANK']); "
-              f"sys.exit(subprocess.call([{sys.executable!r}, '-m', 'gilprof', 'attach', '--ranks', 'local', "
-              "'--job', str(jobs[node]), '-d', '2', '-q', '-o', "
-              f"os.path.join({str(tmp_path)!r}, 'node%d' % node)]))")
+    script = (
+        f"import os, sys, subprocess; jobs = {[j.pid for j in jobs]!r}; "
+        "node = int(os.environ['PMI_RANK']); "
+        f"sys.exit(subprocess.call([{sys.executable!r}, '-m', 'gilprof', 'attach', '--ranks', 'local', "
+        "'--job', str(jobs[node]), '-d', '2', '-q', '-o', "
+        f"os.path.join({str(tmp_path)!r}, 'node%d' % node)]))"
+    )
     gather = spawn([mpiexec, "-n", "2", sys.executable, "-c", script])
     assert gather.wait(timeout=90) == 0, gather.stderr.read().decode()
     merged = tmp_path / "job.json"
-    result = subprocess.run(gilprof_cmd("merge", str(tmp_path / "node0"), str(tmp_path / "node1"),
-                                        "-o", str(merged)), capture_output=True, timeout=60)
+    result = subprocess.run(
+        gilprof_cmd("merge", str(tmp_path / "node0"), str(tmp_path / "node1"), "-o", str(merged)),
+        capture_output=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr.decode()
     bundle = json.loads(merged.read_text())
     assert bundle["schema"] == "gilprof.bundle/1"
     pids = {p["target"]["pid"] for p in bundle["profiles"]}
     assert len(pids) == 4  # 2 "nodes" x 2 ranks, each once
-    report = subprocess.run(gilprof_cmd("report", str(merged), "--format", "json"),
-                            capture_output=True, timeout=60)
+    report = subprocess.run(
+        gilprof_cmd("report", str(merged), "--format", "json"), capture_output=True, timeout=60
+    )
     assert report.returncode == 0, report.stderr.decode()
     assert len(json.loads(report.stdout)["columns"]) == 4

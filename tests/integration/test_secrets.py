@@ -19,19 +19,37 @@ CMDLINE_SECRET = "s3cr3t"
 ENV_SECRET = "s3cr3t-in-env"
 # Busy in a named function so that the profile holds real stacks; the secrets are only in
 # argv and the environment, never in the code that py-spy reads names and paths from.
-TARGET = ("import time\n"
-          "def serve_requests():\n"
-          "    deadline = time.time() + 30\n"
-          "    while time.time() < deadline:\n"
-          "        sum(i * i for i in range(2000))\n"
-          "serve_requests()\n")
+TARGET = (
+    "import time\n"
+    "def serve_requests():\n"
+    "    deadline = time.time() + 30\n"
+    "    while time.time() < deadline:\n"
+    "        sum(i * i for i in range(2000))\n"
+    "serve_requests()\n"
+)
 
 
 def _start_target(spawn):
-    env = {**os.environ, "API_TOKEN": ENV_SECRET, "DB_PASSWORD": ENV_SECRET,
-           "UNRELATED_SETTING": "plain-value-417", "PMI_RANK": "0", "PMI_SIZE": "1"}
-    target = spawn([sys.executable, "-c", TARGET, "--api-key", CMDLINE_SECRET,
-                    f"--token={CMDLINE_SECRET}", f"HF_TOKEN={CMDLINE_SECRET}"], env=env)
+    env = {
+        **os.environ,
+        "API_TOKEN": ENV_SECRET,
+        "DB_PASSWORD": ENV_SECRET,
+        "UNRELATED_SETTING": "plain-value-417",
+        "PMI_RANK": "0",
+        "PMI_SIZE": "1",
+    }
+    target = spawn(
+        [
+            sys.executable,
+            "-c",
+            TARGET,
+            "--api-key",
+            CMDLINE_SECRET,
+            f"--token={CMDLINE_SECRET}",
+            f"HF_TOKEN={CMDLINE_SECRET}",
+        ],
+        env=env,
+    )
     time.sleep(0.8)
     assert target.poll() is None, target.stderr.read().decode()
     return target
@@ -40,8 +58,11 @@ def _start_target(spawn):
 def test_profile_holds_no_secret_from_environment_or_cmdline(tmp_path, spawn):
     target = _start_target(spawn)
     out = tmp_path / "p.json"
-    run = subprocess.run(gilprof_cmd("attach", "--pid", str(target.pid), "-d", "1", "-q",
-                                     "-o", str(out)), capture_output=True, timeout=90)
+    run = subprocess.run(
+        gilprof_cmd("attach", "--pid", str(target.pid), "-d", "1", "-q", "-o", str(out)),
+        capture_output=True,
+        timeout=90,
+    )
     assert run.returncode == 0, run.stderr.decode()
     raw = out.read_bytes()
     assert CMDLINE_SECRET.encode() not in raw
@@ -65,8 +86,9 @@ def test_keep_cmdline_keeps_argv_but_never_the_environment(tmp_path, spawn):
 
     target = _start_target(spawn)
     out = tmp_path / "kept.json"
-    result = CliRunner().invoke(cli, ["attach", "--pid", str(target.pid), "-d", "1", "-q",
-                                      "--keep-cmdline", "-o", str(out)])
+    result = CliRunner().invoke(
+        cli, ["attach", "--pid", str(target.pid), "-d", "1", "-q", "--keep-cmdline", "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     raw = out.read_bytes()
     assert ENV_SECRET.encode() not in raw and b"API_TOKEN" not in raw

@@ -17,19 +17,33 @@ def frames(*names: str, file: str = "app.py") -> tuple[Frame, ...]:
     return tuple(out)
 
 
-def sample(thread: str, *names: str, count: int = 1, tid: int | None = None,
-           state: ThreadState = ThreadState.HELD) -> Sample:
-    return Sample(tid if tid is not None else abs(hash(thread)) % 100000, thread, frames(*names),
-                  count, state)
+def sample(
+    thread: str,
+    *names: str,
+    count: int = 1,
+    tid: int | None = None,
+    state: ThreadState = ThreadState.HELD,
+) -> Sample:
+    return Sample(
+        tid if tid is not None else abs(hash(thread)) % 100000, thread, frames(*names), count, state
+    )
 
 
-def make_profile(windows: Sequence[tuple[float, Sequence[Sample]]], *, mode: Mode = Mode.GIL,
-                 rate: float = 100.0, window_s: float = 1.0, rank: int | None = 0) -> Profile:
+def make_profile(
+    windows: Sequence[tuple[float, Sequence[Sample]]],
+    *,
+    mode: Mode = Mode.GIL,
+    rate: float = 100.0,
+    window_s: float = 1.0,
+    rank: int | None = 0,
+) -> Profile:
     """Each window is (ticks, samples); windows are laid end to end, `window_s` long each."""
-    profile = Profile(Target(pid=1234, rank=rank, rank_source="PMI_RANK", hostname="host",
-                             python="3.11.7"),
-                      SamplingInfo(sampler="test", sampler_version="0", mode=mode, rate_hz=rate,
-                                   window_s=window_s))
+    profile = Profile(
+        Target(pid=1234, rank=rank, rank_source="PMI_RANK", hostname="host", python="3.11.7"),
+        SamplingInfo(
+            sampler="test", sampler_version="0", mode=mode, rate_hz=rate, window_s=window_s
+        ),
+    )
     t = 0.0
     for ticks, samples in windows:
         profile.add_window(t, t + window_s, ticks, samples)

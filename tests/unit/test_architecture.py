@@ -15,12 +15,28 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "gilprof"
-LINT_IMPORTS = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; "
-                "lint_imports_command()"]
+LINT_IMPORTS = [
+    sys.executable,
+    "-c",
+    "from importlinter.cli import lint_imports_command; lint_imports_command()",
+]
 
 # Every module and folder directly under gilprof/ and the layer contract that places it.
-LAYERED = {"cli", "renderers", "recipes", "analysis", "reference", "sampling", "steps", "lint",
-           "profile", "model", "stats", "redact", "errors"}
+LAYERED = {
+    "cli",
+    "renderers",
+    "recipes",
+    "analysis",
+    "reference",
+    "sampling",
+    "steps",
+    "lint",
+    "profile",
+    "model",
+    "stats",
+    "redact",
+    "errors",
+}
 UNLAYERED = {"__init__", "__main__", "py", "recipes_data", "examples_data", "__pycache__"}
 
 COMMAND_MAX_LINES = 150
@@ -28,8 +44,14 @@ MODULE_MAX_LINES = 450
 
 
 def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*LINT_IMPORTS, "--no-cache"], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [*LINT_IMPORTS, "--no-cache"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_import_contracts_are_kept() -> None:
@@ -40,8 +62,9 @@ def test_import_contracts_are_kept() -> None:
 
 def test_a_crossed_layer_fails_the_contracts(tmp_path: Path) -> None:
     # A copy of the package where the profile layer imports the CLI: the contracts must break.
-    shutil.copytree(PACKAGE, tmp_path / "gilprof", symlinks=True,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        PACKAGE, tmp_path / "gilprof", symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     files = tmp_path / "gilprof" / "profile" / "files.py"
     files.write_text(files.read_text() + "\nimport gilprof.cli.main  # noqa: E402,F401\n")
@@ -52,8 +75,9 @@ def test_a_crossed_layer_fails_the_contracts(tmp_path: Path) -> None:
 
 
 def test_click_outside_the_cli_fails_the_contracts(tmp_path: Path) -> None:
-    shutil.copytree(PACKAGE, tmp_path / "gilprof", symlinks=True,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        PACKAGE, tmp_path / "gilprof", symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     session = tmp_path / "gilprof" / "sampling" / "session.py"
     session.write_text(session.read_text() + "\nimport click  # noqa: E402,F401\n")
@@ -75,8 +99,11 @@ def _lines(path: Path) -> int:
 
 
 def test_command_modules_are_thin() -> None:
-    commands = [p for p in (PACKAGE / "cli").glob("*.py")
-                if not p.name.startswith("_") and p.name not in ("main.py", "demo_run.py")]
+    commands = [
+        p
+        for p in (PACKAGE / "cli").glob("*.py")
+        if not p.name.startswith("_") and p.name not in ("main.py", "demo_run.py")
+    ]
     assert len(commands) >= 12
     fat = {p.name: _lines(p) for p in commands if _lines(p) > COMMAND_MAX_LINES}
     assert not fat, f"command modules over {COMMAND_MAX_LINES} lines: {fat}"
@@ -89,14 +116,19 @@ def test_no_module_is_too_big_to_hold_in_the_head() -> None:
 
 
 def _tool(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
-@pytest.mark.parametrize("check", [
-    ("ruff", "format", "--check", "."),
-    ("ruff", "check", "."),
-], ids=["ruff-format", "ruff-check"])
+@pytest.mark.parametrize(
+    "check",
+    [
+        ("ruff", "format", "--check", "."),
+        ("ruff", "check", "."),
+    ],
+    ids=["ruff-format", "ruff-check"],
+)
 def test_style_is_one_style(check: tuple[str, ...]) -> None:
     result = _tool(*check)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]

@@ -39,8 +39,12 @@ def by_thread(samples):
 
 def test_captured_wall_output():
     out = parse_output((DATA / "wall.austin").read_text(), ThreadState.UNKNOWN)
-    assert out.metadata == {"austin": "3.7.0", "interval": "20000", "mode": "wall",
-                            "duration": "1000125"}
+    assert out.metadata == {
+        "austin": "3.7.0",
+        "interval": "20000",
+        "mode": "wall",
+        "duration": "1000125",
+    }
     assert (out.lines, out.ticks, out.invalid, out.skipped) == (147, 49, 0, 0)
     # every thread at every tick
     assert by_thread(out.samples) == {MAIN: 49, SPINNER: 49, SLEEPER: 49}
@@ -48,7 +52,12 @@ def test_captured_wall_output():
     spinner = [s for s in out.samples if s.tid == SPINNER]
     # root first, leaf last; qualnames as CPython 3.11 reports them
     assert [f.name for f in spinner[0].frames] == [
-        "Thread._bootstrap", "Thread._bootstrap_inner", "Thread.run", "work", "hot"]
+        "Thread._bootstrap",
+        "Thread._bootstrap_inner",
+        "Thread.run",
+        "work",
+        "hot",
+    ]
     leaf = spinner[0].frames[-1]
     assert leaf.file.endswith("/capture_target.py") and os.path.isabs(leaf.file)
     assert sorted(s.frames[-1].line for s in spinner) == [17, 18]
@@ -70,19 +79,25 @@ def test_captured_full_output_drops_idle_samples_but_counts_their_ticks():
 
 
 def test_thread_names_are_attached():
-    out = parse_output((DATA / "wall.austin").read_text(), ThreadState.UNKNOWN,
-                       names={MAIN: "MainThread", SPINNER: "spinner"})
+    out = parse_output(
+        (DATA / "wall.austin").read_text(),
+        ThreadState.UNKNOWN,
+        names={MAIN: "MainThread", SPINNER: "spinner"},
+    )
     names = {s.tid: s.thread_name for s in out.samples}
     assert names == {MAIN: "MainThread", SPINNER: "spinner", SLEEPER: ""}
 
 
 def test_frame_formats():
-    assert parse_frame("/srv/app/comm.py:safe_broadcast:41") == Frame("safe_broadcast",
-                                                                       "/srv/app/comm.py", 41)
+    assert parse_frame("/srv/app/comm.py:safe_broadcast:41") == Frame(
+        "safe_broadcast", "/srv/app/comm.py", 41
+    )
     # colons and spaces in the file name stay in the file name
     assert parse_frame("/srv/a:b c/x.py:Cls.meth:7") == Frame("Cls.meth", "/srv/a:b c/x.py", 7)
-    assert parse_frame("<frozen importlib._bootstrap>:_call_with_frames_removed:241").file == \
-        "<frozen importlib._bootstrap>"
+    assert (
+        parse_frame("<frozen importlib._bootstrap>:_call_with_frames_removed:241").file
+        == "<frozen importlib._bootstrap>"
+    )
     assert parse_frame("x.py:f:") == Frame("f", "x.py", 0)
     assert parse_frame("justaname") == Frame("justaname", "", 0)
 
@@ -106,31 +121,43 @@ def test_line_variants():
     assert empty is not None and empty.frames == ()
 
 
-@pytest.mark.parametrize("text", [
-    "", "not a sample", "P12;T0:1;/a.py:f:2", "P12;T0:1;/a.py:f:2 ten",
-    "Pxx;T0:1;/a.py:f:2 100", "P12;X0:1;/a.py:f:2 100", "P12 100", "P12;T0:1;/a.py:f:2 1,2",
-    "# austin: 3.7.0",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "not a sample",
+        "P12;T0:1;/a.py:f:2",
+        "P12;T0:1;/a.py:f:2 ten",
+        "Pxx;T0:1;/a.py:f:2 100",
+        "P12;X0:1;/a.py:f:2 100",
+        "P12 100",
+        "P12;T0:1;/a.py:f:2 1,2",
+        "# austin: 3.7.0",
+    ],
+)
 def test_non_samples_are_rejected(text):
     assert parse_line(text) is None
 
 
 def test_edge_cases_of_whole_files():
     assert parse_output("", ThreadState.UNKNOWN).ticks == 0
-    only_metadata = parse_output("# austin: 3.7.0\n# interval: 10000\n# mode: wall\n\n",
-                                 ThreadState.UNKNOWN)
+    only_metadata = parse_output(
+        "# austin: 3.7.0\n# interval: 10000\n# mode: wall\n\n", ThreadState.UNKNOWN
+    )
     assert only_metadata.samples == [] and only_metadata.ticks == 0
     assert only_metadata.metadata["interval"] == "10000"
-    text = "\n".join([
-        "# mode: wall",
-        "P1;T0:1;/a.py:main:1 100",
-        "P1;T0:2;/a.py:worker:5;/a.py:spin:9 100",
-        "P1;T0:1;/a.py:main:1 100",
-        "P1;T0:2;:INVALID:;/a.py:spin:9 100",  # counted for the tick, not as a sample
-        "some garbage",
-        "P1;T0:1 100",  # no frames: counted for the tick, not as a sample
-        "P1;T0:2;/a.py:worker:5;/a.py:sp",  # truncated by a hard stop
-    ])
+    text = "\n".join(
+        [
+            "# mode: wall",
+            "P1;T0:1;/a.py:main:1 100",
+            "P1;T0:2;/a.py:worker:5;/a.py:spin:9 100",
+            "P1;T0:1;/a.py:main:1 100",
+            "P1;T0:2;:INVALID:;/a.py:spin:9 100",  # counted for the tick, not as a sample
+            "some garbage",
+            "P1;T0:1 100",  # no frames: counted for the tick, not as a sample
+            "P1;T0:2;/a.py:worker:5;/a.py:sp",  # truncated by a hard stop
+        ]
+    )
     out = parse_output(text, ThreadState.UNKNOWN)
     assert (out.ticks, out.lines, out.invalid, out.skipped) == (3, 5, 1, 2)
     assert by_thread(out.samples) == {1: 2, 2: 1}
@@ -138,10 +165,17 @@ def test_edge_cases_of_whole_files():
 
 def test_ticks_count_threads_that_start_and_stop_inside_a_window():
     # thread 3 starts at the second instant, thread 2 stops after it
-    lines = ["P1;T0:1;/a.py:m:1 1", "P1;T0:2;/a.py:w:1 1",
-             "P1;T0:3;/a.py:n:1 1", "P1;T0:1;/a.py:m:1 1", "P1;T0:2;/a.py:w:1 1",
-             "P1;T0:3;/a.py:n:1 1", "P1;T0:1;/a.py:m:1 1",
-             "P1;T0:3;/a.py:n:1 1", "P1;T0:1;/a.py:m:1 1"]
+    lines = [
+        "P1;T0:1;/a.py:m:1 1",
+        "P1;T0:2;/a.py:w:1 1",
+        "P1;T0:3;/a.py:n:1 1",
+        "P1;T0:1;/a.py:m:1 1",
+        "P1;T0:2;/a.py:w:1 1",
+        "P1;T0:3;/a.py:n:1 1",
+        "P1;T0:1;/a.py:m:1 1",
+        "P1;T0:3;/a.py:n:1 1",
+        "P1;T0:1;/a.py:m:1 1",
+    ]
     assert parse_output("\n".join(lines), ThreadState.UNKNOWN).ticks == 4
 
 
@@ -161,12 +195,15 @@ def test_command_per_mode():
     assert cpu[:5] == ["austin", "-p", "42", "-i", "4000"] and "-f" in cpu
 
 
-@pytest.mark.parametrize("settings,message", [
-    (SamplerSettings(mode=Mode.GIL), GIL_MODE_ERROR),
-    (SamplerSettings(mode=Mode.CONTENTION), GIL_MODE_ERROR),
-    (SamplerSettings(mode=Mode.WALL, native=True), "native"),
-    (SamplerSettings(mode=Mode.WALL, blocking=True), "pauses"),
-])
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        (SamplerSettings(mode=Mode.GIL), GIL_MODE_ERROR),
+        (SamplerSettings(mode=Mode.CONTENTION), GIL_MODE_ERROR),
+        (SamplerSettings(mode=Mode.WALL, native=True), "native"),
+        (SamplerSettings(mode=Mode.WALL, blocking=True), "pauses"),
+    ],
+)
 def test_settings_austin_cannot_honour_are_refused_before_sampling(settings, message):
     backend = AustinBackend(binary="/nonexistent/austin")
     with pytest.raises(UsageError, match=message):
@@ -184,8 +221,11 @@ def test_version_checks(tmp_path):
     ok = _script(tmp_path, 'echo "austin 3.7.0"')
     assert AustinBackend(binary=ok).version() == "3.7.0"
     (tmp_path / "austin").unlink()
-    glibc = _script(tmp_path, "echo \"austin: /lib/x86_64-linux-gnu/libc.so.6: version "
-                    "\\`GLIBC_2.38' not found (required by austin)\" >&2; exit 1")
+    glibc = _script(
+        tmp_path,
+        'echo "austin: /lib/x86_64-linux-gnu/libc.so.6: version '
+        "\\`GLIBC_2.38' not found (required by austin)\" >&2; exit 1",
+    )
     with pytest.raises(SamplerError, match="glibc"):
         AustinBackend(binary=glibc).version()
     (tmp_path / "austin").unlink()
@@ -197,12 +237,16 @@ def test_version_checks(tmp_path):
 
 
 def test_last_message_of_austin_stderr():
-    log = ("\x1b[1m  banner \x1b[0m\n\x1b[1m more banner\x1b[0m\n\n"
-           "\U0001f47e It looks like you are trying to profile a process that is not a Python\n"
-           "process. Make sure that you are targeting the right application.\n")
-    assert last_message(log) == ("It looks like you are trying to profile a process that is not "
-                                 "a Python process. Make sure that you are targeting the right "
-                                 "application")
+    log = (
+        "\x1b[1m  banner \x1b[0m\n\x1b[1m more banner\x1b[0m\n\n"
+        "\U0001f47e It looks like you are trying to profile a process that is not a Python\n"
+        "process. Make sure that you are targeting the right application.\n"
+    )
+    assert last_message(log) == (
+        "It looks like you are trying to profile a process that is not "
+        "a Python process. Make sure that you are targeting the right "
+        "application"
+    )
     assert last_message("") == "no output"
 
 
@@ -212,12 +256,17 @@ def test_thread_names_of_this_process():
 
 
 # -- garbage, truncation and adversarial input: skipped, never an exception, never slow -------
-FUZZ = settings(max_examples=150, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 NAMES = st.text("abcxyz_<>.", min_size=1, max_size=12)
 FILES = st.text("/abc_. <>:-", min_size=1, max_size=24)
-STACKS = st.lists(st.builds(Frame, NAMES, FILES, st.integers(0, 10**6)), min_size=1,
-                  max_size=5).map(tuple)
+STACKS = st.lists(
+    st.builds(Frame, NAMES, FILES, st.integers(0, 10**6)), min_size=1, max_size=5
+).map(tuple)
 
 
 def austin_line(tid: int, frames: tuple[Frame, ...], idle: bool | None = None) -> str:
@@ -226,9 +275,12 @@ def austin_line(tid: int, frames: tuple[Frame, ...], idle: bool | None = None) -
     return f"P7;T0:{tid};{body} {metric}"
 
 
-@given(tids=st.lists(st.integers(1, 2**40), min_size=1, max_size=4, unique=True),
-       stacks=st.lists(STACKS, min_size=1, max_size=8), ticks=st.integers(0, 6),
-       idle=st.none() | st.booleans())
+@given(
+    tids=st.lists(st.integers(1, 2**40), min_size=1, max_size=4, unique=True),
+    stacks=st.lists(STACKS, min_size=1, max_size=8),
+    ticks=st.integers(0, 6),
+    idle=st.none() | st.booleans(),
+)
 @FUZZ
 def test_written_lines_parse_back(tids, stacks, ticks, idle):
     lines, expected = [], {}
@@ -245,8 +297,10 @@ def test_written_lines_parse_back(tids, stacks, ticks, idle):
     assert sum(s.count for s in active.samples) == (0 if idle else ticks * len(tids))
 
 
-@given(text=st.text(max_size=3000) | st.binary(max_size=3000).map(
-    lambda b: b.decode("utf-8", errors="replace")))
+@given(
+    text=st.text(max_size=3000)
+    | st.binary(max_size=3000).map(lambda b: b.decode("utf-8", errors="replace"))
+)
 @FUZZ
 def test_garbage_is_skipped(text):
     out = parse_output(text, ThreadState.UNKNOWN, drop_idle=True)
@@ -255,10 +309,17 @@ def test_garbage_is_skipped(text):
     assert all(isinstance(s, Sample) for s in out.samples)
 
 
-@pytest.mark.parametrize("junk", ["P\u00b2;T0:1;a.py:f:1 1", "P1;T0:1;a.py:f:\u00b2 1",
-                                  "P1;T0:1;a.py:f:1 \u00b2", "P1;T0:" + "9" * 5000 + ";a:f:1 1",
-                                  "P1;T0:1;a.py:f:" + "9" * 5000 + " 1",
-                                  "P1;T0:1;a.py:f:1 " + "9" * 5000])
+@pytest.mark.parametrize(
+    "junk",
+    [
+        "P\u00b2;T0:1;a.py:f:1 1",
+        "P1;T0:1;a.py:f:\u00b2 1",
+        "P1;T0:1;a.py:f:1 \u00b2",
+        "P1;T0:" + "9" * 5000 + ";a:f:1 1",
+        "P1;T0:1;a.py:f:" + "9" * 5000 + " 1",
+        "P1;T0:1;a.py:f:1 " + "9" * 5000,
+    ],
+)
 def test_numbers_int_would_refuse_are_garbage_or_zero(junk):
     out = parse_output(junk, ThreadState.UNKNOWN)
     assert out.lines + out.skipped == 1

@@ -35,8 +35,13 @@ def _util(c: Comparison) -> ShareChange:
 
 
 def _row(rows, name, file=None, thread=None):
-    found = [r for r in rows if r.name == name and (file is None or r.file == file)
-             and (thread is None or r.thread == thread)]
+    found = [
+        r
+        for r in rows
+        if r.name == name
+        and (file is None or r.file == file)
+        and (thread is None or r.thread == thread)
+    ]
     assert len(found) == 1, (name, file, [(r.name, r.file, r.thread) for r in rows])
     return found[0]
 
@@ -45,12 +50,23 @@ def _row(rows, name, file=None, thread=None):
 # Exact shares from hand-made counts
 
 
-def _exact(hot: int, loop_self: int, serve: int, windows: int = 4, ticks: int = 100,
-           **kwargs) -> Profile:
-    return make_profile([(ticks, [sample("exec", "loop", "hot", count=hot, tid=EXEC),
-                                  sample("exec", "loop", count=loop_self, tid=EXEC),
-                                  sample("ingress", "serve", count=serve, tid=INGRESS)])
-                         for _ in range(windows)], **kwargs)
+def _exact(
+    hot: int, loop_self: int, serve: int, windows: int = 4, ticks: int = 100, **kwargs
+) -> Profile:
+    return make_profile(
+        [
+            (
+                ticks,
+                [
+                    sample("exec", "loop", "hot", count=hot, tid=EXEC),
+                    sample("exec", "loop", count=loop_self, tid=EXEC),
+                    sample("ingress", "serve", count=serve, tid=INGRESS),
+                ],
+            )
+            for _ in range(windows)
+        ],
+        **kwargs,
+    )
 
 
 def test_shares_are_counts_over_ticks_on_each_side():
@@ -61,7 +77,9 @@ def test_shares_are_counts_over_ticks_on_each_side():
     util = _util(c).total
     assert (util.before, util.after) == pytest.approx((0.60, 0.40))
     hot = _row(c.functions, "hot", "app.py")
-    assert (hot.total.before, hot.total.after, hot.total.delta) == pytest.approx((0.30, 0.10, -0.20))
+    assert (hot.total.before, hot.total.after, hot.total.delta) == pytest.approx(
+        (0.30, 0.10, -0.20)
+    )
     assert hot.total.relative == pytest.approx(-2 / 3)
     assert (hot.self_before, hot.self_after) == pytest.approx((0.30, 0.10))
     loop = _row(c.functions, "loop", "app.py")
@@ -80,9 +98,18 @@ def test_shares_are_counts_over_ticks_on_each_side():
 
 def test_a_profile_compared_with_itself_has_no_change_anywhere():
     rng = random.Random(3)
-    profile = make_profile([(200, [sample("exec", "loop", "hot", count=rng.randint(30, 70), tid=EXEC),
-                                   sample("ingress", "serve", count=rng.randint(40, 80), tid=INGRESS)])
-                            for _ in range(20)])
+    profile = make_profile(
+        [
+            (
+                200,
+                [
+                    sample("exec", "loop", "hot", count=rng.randint(30, 70), tid=EXEC),
+                    sample("ingress", "serve", count=rng.randint(40, 80), tid=INGRESS),
+                ],
+            )
+            for _ in range(20)
+        ]
+    )
     c = compare_profiles(profile, profile, watch=("hot",))
     rows = [_util(c), *c.threads, *c.functions, *c.watch]
     assert len(rows) == 1 + 2 + 3 + 1
@@ -92,16 +119,24 @@ def test_a_profile_compared_with_itself_has_no_change_anywhere():
         assert row.verdict == UNCHANGED
 
 
-def _noisy_windows(rng: random.Random, share: float, windows: int = 40, ticks: int = 200
-                   ) -> list[tuple[float, list[Sample]]]:
+def _noisy_windows(
+    rng: random.Random, share: float, windows: int = 40, ticks: int = 200
+) -> list[tuple[float, list[Sample]]]:
     """Per window: the hot share drawn around `share` (sd 4 pp), then counts out of `ticks`."""
     out: list[tuple[float, list[Sample]]] = []
     for _ in range(windows):
         p = min(0.9, max(0.0, rng.gauss(share, 0.04)))
         hot = sum(rng.random() < p for _ in range(ticks))
         other = sum(rng.random() < 0.3 for _ in range(ticks - hot))
-        out.append((ticks, [sample("exec", "main", "loop", "hot", count=hot, tid=EXEC),
-                            sample("ingress", "serve", count=other, tid=INGRESS)]))
+        out.append(
+            (
+                ticks,
+                [
+                    sample("exec", "main", "loop", "hot", count=hot, tid=EXEC),
+                    sample("ingress", "serve", count=other, tid=INGRESS),
+                ],
+            )
+        )
     return out
 
 
@@ -149,16 +184,20 @@ _WORK_FRAMES = frames("main", "loop", "work")
 _SERVE_FRAMES = frames("serve", "parse")
 
 
-def _beta_shares(rng: random.Random, windows: int, concentration: float = 20.0
-                 ) -> Iterator[tuple[float, float]]:
+def _beta_shares(
+    rng: random.Random, windows: int, concentration: float = 20.0
+) -> Iterator[tuple[float, float]]:
     """Independent windows, each with its own share: the within-window correlation."""
     for _ in range(windows):
-        yield (rng.betavariate(HOT * concentration, (1 - HOT) * concentration),
-               rng.betavariate(INGRESS_SHARE * concentration, (1 - INGRESS_SHARE) * concentration))
+        yield (
+            rng.betavariate(HOT * concentration, (1 - HOT) * concentration),
+            rng.betavariate(INGRESS_SHARE * concentration, (1 - INGRESS_SHARE) * concentration),
+        )
 
 
-def _ar1_shares(rng: random.Random, windows: int, phi: float, sd: float = 0.06
-                ) -> Iterator[tuple[float, float]]:
+def _ar1_shares(
+    rng: random.Random, windows: int, phi: float, sd: float = 0.06
+) -> Iterator[tuple[float, float]]:
     """Shares that drift: each window's offset keeps `phi` of the previous one."""
     keep = math.sqrt(1 - phi * phi)
     x, y = rng.gauss(0, sd), rng.gauss(0, sd)
@@ -176,9 +215,16 @@ def _workload(rng: random.Random, shares: Iterator[tuple[float, float]]) -> Prof
         c1 = bisect.bisect_left(draws, hot)
         c2 = bisect.bisect_left(draws, hot + WORK)
         c3 = bisect.bisect_left(draws, hot + WORK + ingress)
-        windows.append((ticks, [Sample(EXEC, "exec", _HOT_FRAMES, c1),
-                                Sample(EXEC, "exec", _WORK_FRAMES, c2 - c1),
-                                Sample(INGRESS, "ingress", _SERVE_FRAMES, c3 - c2)]))
+        windows.append(
+            (
+                ticks,
+                [
+                    Sample(EXEC, "exec", _HOT_FRAMES, c1),
+                    Sample(EXEC, "exec", _WORK_FRAMES, c2 - c1),
+                    Sample(INGRESS, "ingress", _SERVE_FRAMES, c3 - c2),
+                ],
+            )
+        )
     return make_profile(windows)
 
 
@@ -193,14 +239,17 @@ def _false_positive_rates(make_shares, trials: int, seed: int) -> tuple[float, f
         hot_hits += hot.significant
         util_hits += _util(c).total.significant
         pooled = (hot.before + hot.after) / 2
-        naive_se = math.sqrt(pooled * (1 - pooled) * (1 / before.sampling.ticks + 1 / after.sampling.ticks))
+        naive_se = math.sqrt(
+            pooled * (1 - pooled) * (1 / before.sampling.ticks + 1 / after.sampling.ticks)
+        )
         naive_hits += abs(hot.delta) > 1.96 * naive_se
     return hot_hits / trials, util_hits / trials, naive_hits / trials
 
 
 def test_same_workload_false_positive_rate_is_near_five_percent():
     hot_rate, util_rate, naive_rate = _false_positive_rates(
-        lambda rng: _beta_shares(rng, 40), trials=300, seed=2)
+        lambda rng: _beta_shares(rng, 40), trials=300, seed=2
+    )
     # The data must be correlated enough that a binomial interval would be fooled;
     # otherwise this test could not tell an honest interval from a naive one.
     assert naive_rate > 0.25, naive_rate
@@ -210,7 +259,8 @@ def test_same_workload_false_positive_rate_is_near_five_percent():
 
 def test_false_positive_rate_with_drift_between_windows():
     hot_rate, util_rate, _ = _false_positive_rates(
-        lambda rng: _ar1_shares(rng, 40, phi=0.5), trials=150, seed=9)
+        lambda rng: _ar1_shares(rng, 40, phi=0.5), trials=150, seed=9
+    )
     assert 0.01 <= hot_rate <= 0.12, hot_rate
     assert 0.01 <= util_rate <= 0.12, util_rate
 
@@ -220,10 +270,40 @@ def test_false_positive_rate_with_drift_between_windows():
 
 
 def test_functions_match_by_name_and_file_basename_across_machines():
-    before = make_profile([(100, [sample("exec", "main@/home/alice/src/app/run.py",
-                                         "hot@/home/alice/src/app/hot.py", count=40, tid=EXEC)])] * 3)
-    after = make_profile([(100, [sample("exec", "main@/opt/build/app/run.py",
-                                        "hot@/opt/build/app/hot.py", count=25, tid=EXEC)])] * 3)
+    before = make_profile(
+        [
+            (
+                100,
+                [
+                    sample(
+                        "exec",
+                        "main@/home/alice/src/app/run.py",
+                        "hot@/home/alice/src/app/hot.py",
+                        count=40,
+                        tid=EXEC,
+                    )
+                ],
+            )
+        ]
+        * 3
+    )
+    after = make_profile(
+        [
+            (
+                100,
+                [
+                    sample(
+                        "exec",
+                        "main@/opt/build/app/run.py",
+                        "hot@/opt/build/app/hot.py",
+                        count=25,
+                        tid=EXEC,
+                    )
+                ],
+            )
+        ]
+        * 3
+    )
     c = compare_profiles(before, after, watch=())
     assert sorted((r.name, r.file) for r in c.functions) == [("hot", "hot.py"), ("main", "run.py")]
     hot = _row(c.functions, "hot")
@@ -245,8 +325,24 @@ def test_same_name_in_different_files_stays_two_rows():
 
 def test_watch_matches_qualnames_and_counts_recursion_once():
     def profile(count):
-        return make_profile([(100, [sample("exec", "loop", "Router._balance", "Router._balance",
-                                           count=count, tid=EXEC)])] * 3)
+        return make_profile(
+            [
+                (
+                    100,
+                    [
+                        sample(
+                            "exec",
+                            "loop",
+                            "Router._balance",
+                            "Router._balance",
+                            count=count,
+                            tid=EXEC,
+                        )
+                    ],
+                )
+            ]
+            * 3
+        )
 
     c = compare_profiles(profile(30), profile(12), watch=("_balance", "_balance", "absent"))
     assert [w.name for w in c.watch] == ["_balance", "absent"]
@@ -258,8 +354,18 @@ def test_watch_matches_qualnames_and_counts_recursion_once():
 
 def test_by_thread_splits_a_function_per_thread():
     def profile(a, b):
-        return make_profile([(100, [sample("exec", "loop", "work", count=a, tid=EXEC),
-                                    sample("ingress", "serve", "work", count=b, tid=INGRESS)])] * 3)
+        return make_profile(
+            [
+                (
+                    100,
+                    [
+                        sample("exec", "loop", "work", count=a, tid=EXEC),
+                        sample("ingress", "serve", "work", count=b, tid=INGRESS),
+                    ],
+                )
+            ]
+            * 3
+        )
 
     c = compare_profiles(profile(30, 10), profile(10, 10), by_thread=True, watch=())
     assert _row(c.functions, "work", thread="exec").total.delta == pytest.approx(-0.20)
@@ -270,7 +376,9 @@ def test_by_thread_splits_a_function_per_thread():
 
 def test_top_limits_function_rows_largest_first():
     def profile():
-        return make_profile([(100, [sample("t", f"f{i}", count=i + 1, tid=1) for i in range(8)])] * 3)
+        return make_profile(
+            [(100, [sample("t", f"f{i}", count=i + 1, tid=1) for i in range(8)])] * 3
+        )
 
     c = compare_profiles(profile(), profile(), watch=(), top=3)
     assert [r.name for r in c.functions] == ["f7", "f6", "f5"]
@@ -278,8 +386,12 @@ def test_top_limits_function_rows_largest_first():
 
 
 def test_functions_named_in_angle_brackets_get_rows():
-    before = make_profile([(100, [sample("main", "<module>", "run", "<lambda>", count=40, tid=1)])] * 3)
-    after = make_profile([(100, [sample("main", "<module>", "run", "<lambda>", count=10, tid=1)])] * 3)
+    before = make_profile(
+        [(100, [sample("main", "<module>", "run", "<lambda>", count=40, tid=1)])] * 3
+    )
+    after = make_profile(
+        [(100, [sample("main", "<module>", "run", "<lambda>", count=10, tid=1)])] * 3
+    )
     c = compare_profiles(before, after, watch=())
     names = {r.name for r in c.functions}
     assert {"<module>", "run", "<lambda>"} <= names
@@ -322,10 +434,14 @@ def test_mode_mismatch_is_a_usage_error():
 
 
 @pytest.mark.parametrize("side", ["before", "after"])
-@pytest.mark.parametrize("empty", [
-    lambda: make_profile([]),
-    lambda: make_profile([(0, [])]),
-], ids=["no-windows", "zero-ticks"])
+@pytest.mark.parametrize(
+    "empty",
+    [
+        lambda: make_profile([]),
+        lambda: make_profile([(0, [])]),
+    ],
+    ids=["no-windows", "zero-ticks"],
+)
 def test_an_empty_profile_is_a_usage_error_naming_its_side(side, empty):
     full = _exact(30, 10, 20)
     pair = (empty(), full) if side == "before" else (full, empty())
@@ -341,10 +457,12 @@ def _log(host: list[float], device: list[float | None]) -> list[str]:
     lines = ["[TRT-LLM] [I] server starting"]
     for i, (h, d) in enumerate(zip(host, device, strict=True)):
         dev = "N/A" if d is None else f"{d:.3f}ms"
-        lines.append(f"[TRT-LLM] [I] [_torch][RANK 0] iter = {i}, global_rank = 0, rank = 0, "
-                     f"currank_total_requests = 8/32, host_step_time = {h:.3f}ms, "
-                     f"prev_device_step_time = {dev}, timestamp = 2026-08-04 19:08:{i % 60:02d}, "
-                     f"num_scheduled_requests: 8, states = {{'num_ctx_requests': 0}}")
+        lines.append(
+            f"[TRT-LLM] [I] [_torch][RANK 0] iter = {i}, global_rank = 0, rank = 0, "
+            f"currank_total_requests = 8/32, host_step_time = {h:.3f}ms, "
+            f"prev_device_step_time = {dev}, timestamp = 2026-08-04 19:08:{i % 60:02d}, "
+            f"num_scheduled_requests: 8, states = {{'num_ctx_requests': 0}}"
+        )
     return lines
 
 
@@ -379,7 +497,7 @@ def test_compare_steps_finds_a_faster_host_step_and_the_verdicts():
     assert device.significant and device.high < 0
     assert change.host_p90_before == pytest.approx(_p90(host_b))
     assert change.host_p90_after == pytest.approx(_p90(host_a))
-    assert (change.verdict_before, change.verdict_after) == ("host-bound", "device-bound")
+    assert (change.reading_before, change.reading_after) == ("device~host", "device<host")
     assert change.ratio_before == pytest.approx(99.0 / 100.0)
     assert change.ratio_after == pytest.approx(41.0 / 60.0)
 
@@ -392,12 +510,16 @@ def test_compare_steps_of_the_same_distribution_is_not_significant():
     assert not change.host_p50.significant
     assert change.host_p50.low < 0 < change.host_p50.high
     assert change.device_p50 is None
-    assert change.verdict_before == change.verdict_after == "unknown"
+    assert change.reading_before == change.reading_after == "unknown"
 
 
 def test_compare_profiles_carries_the_steps_comparison():
     host = [50.0 + (i % 4) for i in range(20)]
     steps = _rank_steps(host, [None, *host[1:]])
-    c = compare_profiles(_exact(30, 10, 20), _exact(30, 10, 20), steps_before=steps, steps_after=steps)
+    c = compare_profiles(
+        _exact(30, 10, 20), _exact(30, 10, 20), steps_before=steps, steps_after=steps
+    )
     assert c.steps is not None and c.steps.host_p50.delta == 0.0
-    assert compare_profiles(_exact(30, 10, 20), _exact(30, 10, 20), steps_before=steps).steps is None
+    assert (
+        compare_profiles(_exact(30, 10, 20), _exact(30, 10, 20), steps_before=steps).steps is None
+    )

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import psutil
 import pytest
 
 from gilprof.errors import TargetError
 from gilprof.redact import REDACTED, redact_cmdline
-from gilprof.sampling.discover import RANK_VARIABLES, _first_int, resolve_target
+from gilprof.sampling.discover import KEPT_VARIABLES, RANK_VARIABLES, own_pids, resolve_target
+from gilprof.sampling.discover.identify import _first_int
+from gilprof.sampling.processes import child_process
 
 
 def test_mpi_rank_variable_wins_over_inherited_slurm_procid():
@@ -18,11 +22,32 @@ def test_mpi_rank_variable_wins_over_inherited_slurm_procid():
 
 
 def test_redaction_keeps_names_and_drops_values():
-    args = ["python", "serve.py", "--api-key", "sk-123", "--token=abc", "HF_TOKEN=hf_x",
-            "MY_KEY=v", "--model", "llama", "--port", "8000"]
-    assert redact_cmdline(args) == ("python", "serve.py", "--api-key", REDACTED,
-                                    f"--token={REDACTED}", f"HF_TOKEN={REDACTED}",
-                                    f"MY_KEY={REDACTED}", "--model", "llama", "--port", "8000")
+    args = [
+        "python",
+        "serve.py",
+        "--api-key",
+        "sk-123",
+        "--token=abc",
+        "HF_TOKEN=hf_x",
+        "MY_KEY=v",
+        "--model",
+        "llama",
+        "--port",
+        "8000",
+    ]
+    assert redact_cmdline(args) == (
+        "python",
+        "serve.py",
+        "--api-key",
+        REDACTED,
+        f"--token={REDACTED}",
+        f"HF_TOKEN={REDACTED}",
+        f"MY_KEY={REDACTED}",
+        "--model",
+        "llama",
+        "--port",
+        "8000",
+    )
 
 
 def test_resolve_missing_pid():
@@ -30,7 +55,30 @@ def test_resolve_missing_pid():
         resolve_target(pid=2**22 + 12345)
 
 
-def test_resolve_own_python_process():
-    info = resolve_target(pid=os.getpid())
-    assert info.pid == os.getpid() and info.is_python
-    assert set(info.rank_env) <= set(psutil.Process().environ())
+def test_resolve_never_selects_this_process():
+    with pytest.raises(TargetError, match="is this gilprof process"):
+        resolve_target(pid=os.getpid())
+
+
+def test_resolve_a_python_child_and_keep_only_rank_and_role_variables():
+    env = {**os.environ, "PMI_RANK": "3", "GILPROF_ROLE": "Generation", "SECRET_TOKEN": "x"}
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        info = resolve_target(pid=child.pid, role="gen")
+        assert (info.pid, info.rank, info.rank_source) == (child.pid, 3, "PMI_RANK")
+        assert (info.role, info.role_source) == ("gen", "GILPROF_ROLE")
+        assert info.rank_env == {"PMI_RANK": "3", "GILPROF_ROLE": "Generation"}
+        assert set(info.rank_env) <= KEPT_VARIABLES
+        with pytest.raises(TargetError, match=r"no Python process of role ctx .*roles seen: gen"):
+            resolve_target(pid=child.pid, role="ctx")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_own_pids_are_this_process_its_ancestors_and_its_children():
+    with child_process([sys.executable, "-c", "import time; time.sleep(30)"]) as child:
+        own = own_pids()
+        assert {os.getpid(), os.getppid(), child.pid} <= own
+        assert all(p.pid in own for p in psutil.Process().parents())
+    assert child.pid not in own_pids()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
@@ -46,13 +48,16 @@ def test_non_integer_value_falls_through_to_the_next_variable():
     assert rank_from_environment({"RANK": "-1"}) == RankIdentity(0, None)
 
 
-@pytest.mark.parametrize("text,selected,not_selected", [
-    ("0", [0], [1, 7]),
-    ("all", [0, 1, 63], []),
-    ("1-3", [1, 2, 3], [0, 4]),
-    ("0,4", [0, 4], [1, 3, 5]),
-    ("0-1,8", [0, 1, 8], [2, 7, 9]),
-])
+@pytest.mark.parametrize(
+    "text,selected,not_selected",
+    [
+        ("0", [0], [1, 7]),
+        ("all", [0, 1, 63], []),
+        ("1-3", [1, 2, 3], [0, 4]),
+        ("0,4", [0, 4], [1, 3, 5]),
+        ("0-1,8", [0, 1, 8], [2, 7, 9]),
+    ],
+)
 def test_rank_selection(text, selected, not_selected):
     wanted = parse_rank_selection(text)
     assert all(is_selected(r, wanted) for r in selected)
@@ -65,8 +70,9 @@ def test_bad_rank_selection_is_a_usage_error(text):
         parse_rank_selection(text)
 
 
-@pytest.mark.parametrize("returncode,status", [(0, 0), (3, 3), (255, 255), (-2, 130), (-15, 143),
-                                               (-9, 137)])
+@pytest.mark.parametrize(
+    "returncode,status", [(0, 0), (3, 3), (255, 255), (-2, 130), (-15, 143), (-9, 137)]
+)
 def test_exit_status_is_what_a_shell_reports(returncode, status):
     assert exit_status(returncode) == status
 
@@ -119,8 +125,11 @@ def _run_cli(monkeypatch, env: dict[str, str], args: list[str]):
 
 
 def test_unselected_rank_execs_the_command_with_its_own_options(monkeypatch):
-    result, execed = _run_cli(monkeypatch, {"PMI_RANK": "2"},
-                              ["--ranks", "0,1", "python", "app.py", "-o", "x", "--ranks", "9"])
+    result, execed = _run_cli(
+        monkeypatch,
+        {"PMI_RANK": "2"},
+        ["--ranks", "0,1", "python", "app.py", "-o", "x", "--ranks", "9"],
+    )
     assert isinstance(result.exception, _Execed)
     # options after the command belong to the command
     assert execed == [("python", "app.py", "-o", "x", "--ranks", "9")]
@@ -135,3 +144,66 @@ def test_without_rank_variable_rank_0_is_selected(monkeypatch):
 
     result, execed = _run_cli(monkeypatch, {}, ["--ranks", "1", "--", "python", "app.py"])
     assert execed == [("python", "app.py")]
+
+
+# What each launcher sets on a rank (values from their documentation): the rank read, and the
+# variable it came from, whatever else the rank inherited.
+@pytest.mark.parametrize(
+    "env,rank,variable",
+    [
+        # Open MPI 4 (mpirun): OMPI_COMM_WORLD_RANK; Open MPI 5 (prterun) sets PMIX_RANK as well
+        ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4"}, 3, "OMPI_COMM_WORLD_RANK"),
+        ({"OMPI_COMM_WORLD_RANK": "3", "PMIX_RANK": "3"}, 3, "OMPI_COMM_WORLD_RANK"),
+        # srun --mpi=pmix: PMIX_RANK and SLURM_PROCID agree; the MPI-level one is named
+        ({"PMIX_RANK": "5", "SLURM_PROCID": "5"}, 5, "PMIX_RANK"),
+        # mpirun inside an sbatch step: every rank inherits the step's SLURM_PROCID=0
+        ({"PMIX_RANK": "2", "SLURM_PROCID": "0"}, 2, "PMIX_RANK"),
+        ({"PMI_RANK": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, 1, "PMI_RANK"),
+        # plain srun: SLURM_PROCID alone
+        ({"SLURM_PROCID": "7", "SLURM_LOCALID": "3"}, 7, "SLURM_PROCID"),
+        # torchrun under srun: torch's RANK is below the launcher's own variable
+        ({"SLURM_PROCID": "1", "RANK": "9"}, 1, "SLURM_PROCID"),
+    ],
+)
+def test_rank_of_each_launcher_and_precedence(env, rank, variable):
+    assert rank_from_environment(env) == RankIdentity(rank, variable)
+
+
+@pytest.mark.parametrize(
+    "env,selected",
+    [
+        ({"OMPI_COMM_WORLD_RANK": "0", "SLURM_PROCID": "4"}, True),
+        ({"PMIX_RANK": "1", "SLURM_PROCID": "0"}, False),
+        ({"SLURM_PROCID": "1"}, False),
+        ({"SLURM_PROCID": "0"}, True),
+    ],
+)
+def test_exec_selects_by_the_launchers_rank(monkeypatch, env, selected):
+    for name in ("PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    result, execed = _run_cli(monkeypatch, env, ["--ranks", "0", "--", "python", "app.py"])
+    assert (execed == []) is selected, (env, execed, result.output)
+
+
+def test_inherited_descriptors_are_those_open_and_inheritable_at_start(monkeypatch):
+    import os
+
+    import gilprof.sampling.processes as processes
+
+    read_end, write_end = os.pipe()  # non-inheritable, as everything Python opens
+    os.set_inheritable(read_end, True)  # as a launcher hands it over (no FD_CLOEXEC)
+    try:
+        start = processes._open_descriptors()
+        assert read_end in start and write_end not in start
+        monkeypatch.setattr(processes, "_INHERITED_AT_START", start)
+        assert read_end in processes.inherited_fds()
+        # closed and the number reused for another file: no longer what the launcher handed over
+        os.close(read_end)
+        other = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(other, read_end, inheritable=True)
+        os.close(other)
+        assert read_end not in processes.inherited_fds()
+    finally:
+        for fd in (read_end, write_end):
+            with contextlib.suppress(OSError):
+                os.close(fd)

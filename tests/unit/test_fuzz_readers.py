@@ -2,7 +2,7 @@
 py-spy output, which skip garbage) no exception and nothing parsed. Never another exception
 type, never a hang: every read runs under a SIGALRM time limit.
 
-Readers: profiles (Profile.load, load_profiles), py-spy raw (parse_raw) and chrometrace
+Readers: profiles (Profile.load, load_profiles; gilprof.profile/1 documents and /2 streams), py-spy raw (parse_raw) and chrometrace
 step logs (read_step_logs, summarize_logs), recipes (load_recipe),
 budgets (parse_gate_budgets, and the CLI's budget-file loader); then the CLI end to end.
 The number of cases each reader saw is printed by the last test of this module.
@@ -42,16 +42,28 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CASES: Counter[str] = Counter()
-FUZZ = settings(max_examples=100, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=100,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 TIME_LIMIT_S = 10.0  # generous: the machine is shared; a hang is minutes, not seconds
 FIFO_LIMIT_S = 3.0  # a FIFO without a writer reads at once as empty, or blocks for ever
 RECIPE_FILE = Path(__file__).resolve().parents[2] / "recipes" / "trtllm-disagg-gen.toml"
-BUDGET = {"gate": {"max_utilization": 80, "max_regression": 10.5,
-                   "max_host_step_p50_ms": 120, "max_share": {"safe_broadcast": 5}}}
-STEP_LINE = ("[TRT-LLM] [I] [_torch][RANK {rank}] iter = {i}, global_rank = {rank}, rank = {rank}, "
-             "host_step_time = {h}ms, prev_device_step_time = {d}ms, num_scheduled_requests: 64, "
-             "states = {{'num_ctx_requests': 0}}")
+BUDGET = {
+    "gate": {
+        "max_utilization": 80,
+        "max_regression": 10.5,
+        "max_host_step_p50_ms": 120,
+        "max_share": {"safe_broadcast": 5},
+    }
+}
+STEP_LINE = (
+    "[TRT-LLM] [I] [_torch][RANK {rank}] iter = {i}, global_rank = {rank}, rank = {rank}, "
+    "host_step_time = {h}ms, prev_device_step_time = {d}ms, num_scheduled_requests: 64, "
+    "states = {{'num_ctx_requests': 0}}"
+)
 
 
 class Hang(BaseException):
@@ -92,16 +104,39 @@ def outcome(kind: str, read: Callable[[], Any], limit: float = TIME_LIMIT_S) -> 
 
 # -- inputs ----------------------------------------------------------------------------------
 def valid_profile() -> Profile:
-    target = Target(pid=4242, rank=0, rank_source="PMI_RANK", local_rank=0, world_size=4,
-                    launcher="mpiexec", launcher_pid=4200, hostname="node1", python="3.11.7",
-                    cmdline=("python", "server.py", "--api-key", "<redacted>"))
-    profile = Profile(target, SamplingInfo(sampler="py-spy", sampler_version="0.4.3", mode=Mode.GIL,
-                                           rate_hz=100.0, window_s=1.0, started_at="2026-01-01"))
+    target = Target(
+        pid=4242,
+        rank=0,
+        rank_source="PMI_RANK",
+        local_rank=0,
+        world_size=4,
+        launcher="mpiexec",
+        launcher_pid=4200,
+        hostname="node1",
+        python="3.11.7",
+        cmdline=("python", "server.py", "--api-key", "<redacted>"),
+    )
+    profile = Profile(
+        target,
+        SamplingInfo(
+            sampler="py-spy",
+            sampler_version="0.4.3",
+            mode=Mode.GIL,
+            rate_hz=100.0,
+            window_s=1.0,
+            started_at="2026-01-01",
+        ),
+    )
     loop = (Frame("main", "/app/server.py", 3), Frame("loop", "/app/server.py", 30))
     hot = Sample(7, "executor-loop", (*loop, Frame("safe_broadcast", "/app/comm.py", 12)), 30)
     profile.add_window(0.0, 1.0, 100, [hot, Sample(8, "ingress", loop[:1], 5)])
-    profile.add_window(1.0, 2.0, 90, [Sample(7, "executor-loop", loop, 12)],
-                       spans=[(hot, 0.1, 0.4), (Sample(8, "ingress", loop[:1], 1), 0.2, 0.3)])
+    profile.add_window(
+        1.0,
+        2.0,
+        90,
+        [Sample(7, "executor-loop", loop, 12)],
+        spans=[(hot, 0.1, 0.4), (Sample(8, "ingress", loop[:1], 1), 0.2, 0.3)],
+    )
     profile.finish(messages=("window failed: example",))
     return profile
 
@@ -112,16 +147,26 @@ VALID_RECIPE_TEXT = RECIPE_FILE.read_text(encoding="utf-8")
 VALID_RECIPE = tomllib.loads(VALID_RECIPE_TEXT)
 VALID_LOG_TEXT = "".join(
     STEP_LINE.format(rank=r, i=i, h=100 + i % 7, d=98 + i % 5) + "\n" + "unrelated line\n"
-    for i in range(12) for r in (0, 1))
-VALID_RAW = [Sample(7, "executor-loop", (Frame("main", "/app/server.py", 3),
-                                         Frame("safe_broadcast", "/app/comm.py", 12)), 30),
-             Sample(0x7F00AB, "", (Frame("serve", "/app/a b/x.py", 0),), 5),
-             Sample(8, "ingress", (Frame("<module>", "<string>", 1),), 123)]
+    for i in range(12)
+    for r in (0, 1)
+)
+VALID_RAW = [
+    Sample(
+        7,
+        "executor-loop",
+        (Frame("main", "/app/server.py", 3), Frame("safe_broadcast", "/app/comm.py", 12)),
+        30,
+    ),
+    Sample(0x7F00AB, "", (Frame("serve", "/app/a b/x.py", 0),), 5),
+    Sample(8, "ingress", (Frame("<module>", "<string>", 1),), 123),
+]
 
 
 def raw_line(sample: Sample) -> str:
-    frames = "".join(f";{f.name} ({f.file}:{f.line})" if f.line else f";{f.name} ({f.file})"
-                     for f in sample.frames)
+    frames = "".join(
+        f";{f.name} ({f.file}:{f.line})" if f.line else f";{f.name} ({f.file})"
+        for f in sample.frames
+    )
     return f"thread ({sample.tid}): {sample.thread_name}{frames} {sample.count}"
 
 
@@ -149,20 +194,42 @@ def replaced(tree: Any, path: tuple[Any, ...], new: Any) -> Any:
 
 
 HUGE_NUMBERS = st.sampled_from([10**400, -(10**400), 2**63, 2**64 + 1, 10**4000, 1e308, -1e308])
-SCALARS = (st.none() | st.booleans() | st.integers() | HUGE_NUMBERS | st.floats()
-           | st.text(max_size=12) | st.sampled_from(["gil", "held", "", "1", "0x10", SCHEMA]))
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | HUGE_NUMBERS
+    | st.floats()
+    | st.text(max_size=12)
+    | st.sampled_from(["gil", "held", "", "1", "0x10", SCHEMA])
+)
 JSON_VALUES = st.recursive(
-    SCALARS, lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=6) | st.sampled_from(["tid", "t0", "counts", "name"]),
-                      children, max_size=4),
-    max_leaves=12)
+    SCALARS,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=6) | st.sampled_from(["tid", "t0", "counts", "name"]),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
 TOML_VALUES = st.recursive(
-    st.booleans() | st.integers() | HUGE_NUMBERS | st.floats() | st.text(max_size=12)
+    st.booleans()
+    | st.integers()
+    | HUGE_NUMBERS
+    | st.floats()
+    | st.text(max_size=12)
     | st.sampled_from(["gil", "trtllm", "safe_broadcast", "x/y.py", "(", ""]),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=6) | st.sampled_from(["function", "why", "rank"]),
-                      children, max_size=4),
-    max_leaves=12)
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=6) | st.sampled_from(["function", "why", "rank"]), children, max_size=4
+        )
+    ),
+    max_leaves=12,
+)
 
 
 def to_toml(value: Any) -> str:
@@ -170,8 +237,15 @@ def to_toml(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return "nan" if value != value else "inf" if value == float("inf") else \
-            "-inf" if value == float("-inf") else repr(value)
+        return (
+            "nan"
+            if value != value
+            else "inf"
+            if value == float("inf")
+            else "-inf"
+            if value == float("-inf")
+            else repr(value)
+        )
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
@@ -253,8 +327,11 @@ def _cases() -> Iterator[Any]:
 # -- fixed bad files through every file reader --------------------------------------------------
 @pytest.mark.parametrize("reader,case", list(_cases()))
 def test_bad_file_gives_input_error(scratch: Path, reader: str, case: str) -> None:
-    result = outcome(reader, lambda: FILE_READERS[reader](bad_path(scratch, case)),
-                     FIFO_LIMIT_S if case == "fifo" else TIME_LIMIT_S)
+    result = outcome(
+        reader,
+        lambda: FILE_READERS[reader](bad_path(scratch, case)),
+        FIFO_LIMIT_S if case == "fifo" else TIME_LIMIT_S,
+    )
     if reader in SKIPPING and case not in ("directory", "missing"):
         # garbage lines are skipped; a FIFO without a writer reads as an empty file
         assert result == [], f"garbage parsed as iteration lines: {result!r:.300}"
@@ -278,12 +355,16 @@ def test_random_bytes_through_every_file_reader(scratch: Path, content: bytes) -
 # -- profiles ---------------------------------------------------------------------------------
 def test_every_truncation_of_a_profile_and_a_bundle_is_refused(scratch: Path) -> None:
     bundle_path = scratch / "bundle.json"
-    save_bundle(bundle_path, [valid_profile(), valid_profile()])
+    save_bundle(bundle_path, [valid_profile(), valid_profile()], version=1)
     path = scratch / "cut.json"
-    readers: dict[str, Callable[[Path], Any]] = {"Profile.load": Profile.load,
-                                                 "load_profiles": load_profiles}
-    for text, names in ((VALID_PROFILE_TEXT, ("Profile.load", "load_profiles")),
-                        (bundle_path.read_text(), ("load_profiles",))):
+    readers: dict[str, Callable[[Path], Any]] = {
+        "Profile.load": Profile.load,
+        "load_profiles": load_profiles,
+    }
+    for text, names in (
+        (VALID_PROFILE_TEXT, ("Profile.load", "load_profiles")),
+        (bundle_path.read_text(), ("load_profiles",)),
+    ):
         complete = len(text.rstrip())
         for length in range(complete):
             path.write_text(text[:length])
@@ -295,7 +376,7 @@ def test_every_truncation_of_a_profile_and_a_bundle_is_refused(scratch: Path) ->
         assert load_profiles(path)
 
 
-@given(version=st.integers(min_value=2, max_value=10**17))
+@given(version=st.integers(min_value=3, max_value=10**17))
 @FUZZ
 def test_newer_schema_is_refused_with_its_version(version: int) -> None:
     data = {**VALID_PROFILE, "schema": f"gilprof.profile/{version}"}
@@ -305,11 +386,106 @@ def test_newer_schema_is_refused_with_its_version(version: int) -> None:
 
 
 def test_older_and_current_schema_load() -> None:
-    # /1 is the only version so far: it must load, and /0 (never written) must not.
+    # /1 documents must load, and /0 (never written) must not; /2 is a stream, not a document.
     assert isinstance(outcome("Profile.load", lambda: Profile.from_dict(VALID_PROFILE)), Profile)
-    error = outcome("Profile.load", lambda: Profile.from_dict({**VALID_PROFILE,
-                                                               "schema": "gilprof.profile/0"}))
+    error = outcome(
+        "Profile.load", lambda: Profile.from_dict({**VALID_PROFILE, "schema": "gilprof.profile/0"})
+    )
     assert isinstance(error, InputError) and "gilprof.profile/0" in str(error)
+    error = outcome(
+        "Profile.load", lambda: Profile.from_dict({**VALID_PROFILE, "schema": "gilprof.profile/2"})
+    )
+    assert isinstance(error, InputError) and "gzip stream" in str(error)
+
+
+# -- profiles, gilprof.profile/2 streams -----------------------------------------------------------
+def _stream_records() -> list[dict[str, Any]]:
+    import gzip
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "p"
+        valid_profile().save(path, version=2)
+        return [json.loads(line) for line in gzip.open(path, "rt")]
+
+
+VALID_RECORDS = _stream_records()
+
+
+def _write_records(path: Path, records: list[Any]) -> None:
+    import gzip
+
+    with open(path, "wb") as out:
+        for record in records:
+            out.write(gzip.compress((json.dumps(record) + "\n").encode()))
+
+
+def test_every_truncation_of_a_stream_is_partial_or_refused(scratch: Path) -> None:
+    """A cut stream is what a killed capture leaves: it loads marked partial, never as complete,
+    and a cut inside the header (nothing to show) is one clear error."""
+    bundle = scratch / "bundle.gilprof"
+    save_bundle(bundle, [valid_profile(), valid_profile()])
+    single = scratch / "single.gilprof"
+    valid_profile().save(single, version=2)
+    path = scratch / "cut.gilprof"
+    for source, names in (
+        (single, ("Profile.load", "load_profiles")),
+        (bundle, ("load_profiles",)),
+    ):
+        data = source.read_bytes()
+        members = len(load_profiles(source))
+        for length in range(len(data)):
+            path.write_bytes(data[:length])
+            for name in names:
+                reader = Profile.load if name == "Profile.load" else load_profiles
+                result = outcome(name, lambda reader=reader: reader(path))
+                if isinstance(result, InputError):
+                    assert "empty" in str(result) or "truncated" in str(result), (length, result)
+                    continue
+                profiles = [result] if isinstance(result, Profile) else result
+                # a bundle cut between two profiles reads as the profiles before the cut
+                assert profiles[-1].sampling.partial or len(profiles) < members, length
+                assert all(not p.sampling.partial for p in profiles[:-1]), length
+        path.write_bytes(data)
+        assert not any(p.sampling.partial for p in load_profiles(path))
+
+
+@given(record=st.integers(0, len(VALID_RECORDS) - 1), data=st.data(), value=JSON_VALUES)
+@settings(FUZZ, max_examples=500)
+def test_any_key_of_a_stream_record_replaced_by_any_value(
+    scratch: Path, record: int, data: st.DataObject, value: Any
+) -> None:
+    path = data.draw(st.sampled_from(paths_of(VALID_RECORDS[record])))
+    records = list(VALID_RECORDS)
+    records[record] = replaced(VALID_RECORDS[record], path, value)
+    file = scratch / "mutated.gilprof"
+    _write_records(file, records)
+    loaded = outcome("load_profiles", lambda: load_profiles(file))
+    if isinstance(loaded, list):
+        # Whatever loads is a profile gilprof can write and read back.
+        save_bundle(file, loaded)
+        assert len(load_profiles(file)) == len(loaded)
+
+
+@given(content=st.binary(max_size=3000))
+@FUZZ
+def test_random_bytes_inside_gzip_members(scratch: Path, content: bytes) -> None:
+    import gzip
+
+    path = scratch / "random.gilprof"
+    header = gzip.compress((json.dumps(VALID_RECORDS[0]) + "\n").encode())
+    for data in (
+        gzip.compress(content),
+        header + gzip.compress(content),
+        header + content,
+        b"\x1f\x8b" + content,
+    ):
+        path.write_bytes(data)
+        for name, reader in (("Profile.load", Profile.load), ("load_profiles", load_profiles)):
+            result = outcome(name, lambda reader=reader: reader(path))
+            if not isinstance(result, InputError):  # only a header and what follows as partial
+                profiles = [result] if isinstance(result, Profile) else result
+                assert profiles[-1].sampling.partial
 
 
 @given(path=st.sampled_from(paths_of(VALID_PROFILE)), value=JSON_VALUES)
@@ -325,7 +501,9 @@ def test_any_key_of_a_profile_replaced_by_any_value(path: tuple[Any, ...], value
 
 @given(path=st.sampled_from(paths_of(VALID_PROFILE)), value=JSON_VALUES)
 @FUZZ
-def test_mutated_profile_files_and_bundles(scratch: Path, path: tuple[Any, ...], value: Any) -> None:
+def test_mutated_profile_files_and_bundles(
+    scratch: Path, path: tuple[Any, ...], value: Any
+) -> None:
     data = replaced(VALID_PROFILE, path, value)
     file = scratch / "mutated.json"
     file.write_text(json.dumps(data))  # NaN and Infinity are written as such, and refused
@@ -338,9 +516,15 @@ def test_mutated_profile_files_and_bundles(scratch: Path, path: tuple[Any, ...],
 NAMES = st.text("abcXYZ_<>.0123456789", min_size=1, max_size=16)
 FILES = st.text("/abcXYZ_. <>-0123456789", min_size=1, max_size=30)
 RAW_SAMPLES = st.builds(
-    Sample, tid=st.integers(0, 2**64 - 1), thread_name=st.text("abcXYZ_-0123456789", max_size=12),
-    frames=st.lists(st.builds(Frame, NAMES, FILES, st.integers(0, 10**6)), min_size=1, max_size=6)
-    .map(tuple), count=st.integers(1, 10**12), state=st.just(ThreadState.HELD))
+    Sample,
+    tid=st.integers(0, 2**64 - 1),
+    thread_name=st.text("abcXYZ_-0123456789", max_size=12),
+    frames=st.lists(
+        st.builds(Frame, NAMES, FILES, st.integers(0, 10**6)), min_size=1, max_size=6
+    ).map(tuple),
+    count=st.integers(1, 10**12),
+    state=st.just(ThreadState.HELD),
+)
 
 
 @given(samples=st.lists(RAW_SAMPLES, max_size=8))
@@ -354,14 +538,18 @@ def test_every_truncation_of_raw_output_keeps_the_complete_lines() -> None:
     text = "\n".join(raw_line(s) for s in VALID_RAW) + "\n"
     for length in range(len(text) + 1):
         prefix = text[:length]
-        parsed = outcome("parse_raw", lambda prefix=prefix: list(parse_raw(prefix, ThreadState.HELD)))
+        parsed = outcome(
+            "parse_raw", lambda prefix=prefix: list(parse_raw(prefix, ThreadState.HELD))
+        )
         complete = prefix.count("\n")
         assert parsed[:complete] == VALID_RAW[:complete]
         assert len(parsed) <= complete + 1
 
 
-@given(text=st.text(max_size=3000) | st.binary(max_size=3000).map(
-    lambda b: b.decode("utf-8", errors="replace")))
+@given(
+    text=st.text(max_size=3000)
+    | st.binary(max_size=3000).map(lambda b: b.decode("utf-8", errors="replace"))
+)
 @FUZZ
 def test_raw_garbage_is_skipped(text: str) -> None:
     parsed = outcome("parse_raw", lambda: list(parse_raw(text, ThreadState.HELD)))
@@ -390,11 +578,22 @@ def test_truncated_step_logs(scratch: Path, length: int) -> None:
     assert isinstance(report, StepsReport) == bool(records)
 
 
-@given(lines=st.lists(st.one_of(
-    st.builds(STEP_LINE.format, rank=st.integers(0, 3) | HUGE_NUMBERS, i=st.integers() | HUGE_NUMBERS,
-              h=st.floats() | HUGE_NUMBERS | st.text(max_size=4), d=st.floats() | st.integers()),
-    JSON_VALUES.map(lambda v: json.dumps({"host_step_ms": v, "rank": v, "iter": v})),
-    st.text(max_size=200)), max_size=20))
+@given(
+    lines=st.lists(
+        st.one_of(
+            st.builds(
+                STEP_LINE.format,
+                rank=st.integers(0, 3) | HUGE_NUMBERS,
+                i=st.integers() | HUGE_NUMBERS,
+                h=st.floats() | HUGE_NUMBERS | st.text(max_size=4),
+                d=st.floats() | st.integers(),
+            ),
+            JSON_VALUES.map(lambda v: json.dumps({"host_step_ms": v, "rank": v, "iter": v})),
+            st.text(max_size=200),
+        ),
+        max_size=20,
+    )
+)
 @FUZZ
 def test_step_logs_with_mangled_lines(scratch: Path, lines: list[str]) -> None:
     path = scratch / "mangled.log"
@@ -415,11 +614,13 @@ def test_truncated_recipes(scratch: Path, length: int) -> None:
 
 @given(path=st.sampled_from(paths_of(VALID_RECIPE)), value=TOML_VALUES)
 @settings(FUZZ, max_examples=250)
-def test_any_key_of_a_recipe_replaced_by_any_value(scratch: Path, path: tuple[Any, ...],
-                                                   value: Any) -> None:
+def test_any_key_of_a_recipe_replaced_by_any_value(
+    scratch: Path, path: tuple[Any, ...], value: Any
+) -> None:
     file = scratch / "mutated.toml"
-    file.write_text(toml_document(replaced(VALID_RECIPE, path, value)), encoding="utf-8",
-                    errors="surrogatepass")
+    file.write_text(
+        toml_document(replaced(VALID_RECIPE, path, value)), encoding="utf-8", errors="surrogatepass"
+    )
     assert isinstance(outcome("load_recipe", lambda: load_recipe(str(file))), (Recipe, InputError))
 
 
@@ -434,20 +635,48 @@ def test_any_key_of_a_budget_replaced_by_any_value(path: tuple[Any, ...], value:
 @given(text=st.text(max_size=500))
 @FUZZ
 def test_budget_and_recipe_text_garbage(text: str) -> None:
-    for kind, parse in (("parse_gate_budgets", parse_gate_budgets),
-                        ("parse_recipe", parse_recipe)):
+    for kind, parse in (("parse_gate_budgets", parse_gate_budgets), ("parse_recipe", parse_recipe)):
         result = outcome(kind, lambda parse=parse: parse(text, "x.toml"))
         assert isinstance(result, (GateBudgets, Recipe, InputError))
 
 
 # -- the CLI end to end -------------------------------------------------------------------------
-PROFILE_CASES = ("empty", "non_utf8", "nan", "huge_int", "huge_float", "deep_lists", "deep_objects",
-                 "random_binary", "truncated", "newer_schema", "wrong_type", "directory", "fifo",
-                 "missing")
-TOML_CASES = ("non_utf8", "huge_int_toml", "deep_toml", "random_binary", "wrong_type_toml",
-              "directory", "fifo", "missing")
-LOG_CASES = ("empty", "non_utf8", "deep_log_line", "random_binary", "long_line", "directory",
-             "fifo", "missing")
+PROFILE_CASES = (
+    "empty",
+    "non_utf8",
+    "nan",
+    "huge_int",
+    "huge_float",
+    "deep_lists",
+    "deep_objects",
+    "random_binary",
+    "truncated",
+    "newer_schema",
+    "wrong_type",
+    "directory",
+    "fifo",
+    "missing",
+)
+TOML_CASES = (
+    "non_utf8",
+    "huge_int_toml",
+    "deep_toml",
+    "random_binary",
+    "wrong_type_toml",
+    "directory",
+    "fifo",
+    "missing",
+)
+LOG_CASES = (
+    "empty",
+    "non_utf8",
+    "deep_log_line",
+    "random_binary",
+    "long_line",
+    "directory",
+    "fifo",
+    "missing",
+)
 
 
 def _cli_file(folder: Path, case: str) -> Path:
@@ -457,8 +686,10 @@ def _cli_file(folder: Path, case: str) -> Path:
         return path
     if case == "wrong_type_toml":
         path = folder / "wrong_type.toml"
-        path.write_text(VALID_RECIPE_TEXT.replace("rate = 100", 'rate = "fast"') + "\n[gate]\n"
-                        "max_utilization = true\n")
+        path.write_text(
+            VALID_RECIPE_TEXT.replace("rate = 100", 'rate = "fast"') + "\n[gate]\n"
+            "max_utilization = true\n"
+        )
         return path
     return bad_path(folder, case)
 
@@ -480,10 +711,15 @@ def test_cli_bad_input_is_one_error_line_and_exit_2(scratch: Path, command: str,
     if not good.exists():
         good.write_text(VALID_PROFILE_TEXT)
     bad = str(_cli_file(scratch, case))
-    args = {"report": ["report", bad], "compare-before": ["compare", bad, str(good)],
-            "compare-after": ["compare", str(good), bad], "gate": ["gate", bad],
-            "recipes-show": ["recipes", "--show", bad],
-            "gate-budget": ["gate", str(good), "--budget", bad], "steps": ["steps", bad]}[command]
+    args = {
+        "report": ["report", bad],
+        "compare-before": ["compare", bad, str(good)],
+        "compare-after": ["compare", str(good), bad],
+        "gate": ["gate", bad],
+        "recipes-show": ["recipes", "--show", bad],
+        "gate-budget": ["gate", str(good), "--budget", bad],
+        "steps": ["steps", bad],
+    }[command]
     CASES["cli " + command.split("-")[0]] += 1
     with time_limit(FIFO_LIMIT_S if case == "fifo" else TIME_LIMIT_S):
         result = CliRunner().invoke(cli, args)
@@ -495,19 +731,26 @@ def test_cli_bad_input_is_one_error_line_and_exit_2(scratch: Path, command: str,
 
 @given(path=st.sampled_from(paths_of(VALID_PROFILE)), value=JSON_VALUES)
 @settings(FUZZ, max_examples=60)
-def test_cli_report_and_compare_on_mutated_profiles(scratch: Path, path: tuple[Any, ...],
-                                                    value: Any) -> None:
+def test_cli_report_and_compare_on_mutated_profiles(
+    scratch: Path, path: tuple[Any, ...], value: Any
+) -> None:
     good, bad = scratch / "good.json", scratch / "cli-mutated.json"
     good.write_text(VALID_PROFILE_TEXT)
     bad.write_text(json.dumps(replaced(VALID_PROFILE, path, value)))
-    for args in (["report", str(bad)], ["report", str(bad), "--format", "json"],
-                 ["compare", str(good), str(bad)], ["gate", str(bad), "--max-utilization", "50"]):
+    for args in (
+        ["report", str(bad)],
+        ["report", str(bad), "--format", "json"],
+        ["compare", str(good), str(bad)],
+        ["gate", str(bad), "--max-utilization", "50"],
+    ):
         CASES["cli " + args[0]] += 1
         with time_limit():
             result = CliRunner().invoke(cli, args)
         assert "Traceback" not in result.output
         assert result.exception is None or isinstance(result.exception, SystemExit), (
-            args, result.exception)
+            args,
+            result.exception,
+        )
         if result.exit_code == 2:
             lines = result.output.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("gilprof: error: "), result.output
@@ -520,5 +763,7 @@ def test_zz_case_counts(capsys: pytest.CaptureFixture[str]) -> None:
     if not CASES:
         pytest.skip("no fuzz test ran in this session")
     with capsys.disabled():
-        print(f"\nfuzzed readers: {sum(CASES.values())} cases: "
-              + ", ".join(f"{name} {count}" for name, count in sorted(CASES.items())))
+        print(
+            f"\nfuzzed readers: {sum(CASES.values())} cases: "
+            + ", ".join(f"{name} {count}" for name, count in sorted(CASES.items()))
+        )

@@ -17,9 +17,19 @@ from .builders import make_profile, sample
 
 
 def _profile(hot: int = 30, other: int = 20, windows: int = 4, mode: Mode = Mode.GIL) -> Profile:
-    return make_profile([(100, [sample("exec", "loop", "Router.safe_broadcast", count=hot, tid=1),
-                                sample("ingress", "serve", count=other, tid=2)])
-                         for _ in range(windows)], mode=mode)
+    return make_profile(
+        [
+            (
+                100,
+                [
+                    sample("exec", "loop", "Router.safe_broadcast", count=hot, tid=1),
+                    sample("ingress", "serve", count=other, tid=2),
+                ],
+            )
+            for _ in range(windows)
+        ],
+        mode=mode,
+    )
 
 
 def _noisy(rng: random.Random, hot_share: float, windows: int = 40, ticks: int = 200) -> Profile:
@@ -28,14 +38,24 @@ def _noisy(rng: random.Random, hot_share: float, windows: int = 40, ticks: int =
         p = min(0.9, max(0.0, rng.gauss(hot_share, 0.03)))
         hot = sum(rng.random() < p for _ in range(ticks))
         serve = sum(rng.random() < 0.3 for _ in range(ticks - hot))
-        out.append((ticks, [sample("exec", "loop", "hot", count=hot, tid=1),
-                            sample("ingress", "serve", count=serve, tid=2)]))
+        out.append(
+            (
+                ticks,
+                [
+                    sample("exec", "loop", "hot", count=hot, tid=1),
+                    sample("ingress", "serve", count=serve, tid=2),
+                ],
+            )
+        )
     return make_profile(out)
 
 
 def _steps(host_ms: float, n: int = 20) -> RankSteps:
-    lines = [f"iter = {i}, global_rank = 0, rank = 0, host_step_time = {host_ms + i % 3}ms, "
-             f"prev_device_step_time = {host_ms - 1}ms, num_scheduled_requests: 4" for i in range(n)]
+    lines = [
+        f"iter = {i}, global_rank = 0, rank = 0, host_step_time = {host_ms + i % 3}ms, "
+        f"prev_device_step_time = {host_ms - 1}ms, num_scheduled_requests: 4"
+        for i in range(n)
+    ]
     steps = summarize(parse_lines(lines)).rank(0)
     assert steps is not None
     return steps
@@ -49,18 +69,34 @@ def test_max_share_measures_the_total_share_in_percent():
     result = evaluate(_profile(hot=30), Budgets(max_share={"safe_broadcast": 25, "serve": 20}))
     rows = _by_name(result)
     assert rows["max-share:safe_broadcast"].measured == pytest.approx(30.0)
-    assert rows["max-share:safe_broadcast"].limit == 25 and rows["max-share:safe_broadcast"].unit == "%"
+    assert (
+        rows["max-share:safe_broadcast"].limit == 25
+        and rows["max-share:safe_broadcast"].unit == "%"
+    )
     assert not rows["max-share:safe_broadcast"].passed
     # Exactly at the limit passes: the budget is a maximum.
-    assert rows["max-share:serve"].measured == pytest.approx(20.0) and rows["max-share:serve"].passed
+    assert (
+        rows["max-share:serve"].measured == pytest.approx(20.0) and rows["max-share:serve"].passed
+    )
     assert not result.passed
     assert [r.name for r in result.failed] == ["max-share:safe_broadcast"]
 
 
-def test_a_budgeted_function_never_seen_passes_at_zero_and_says_so():
-    result = evaluate(_profile(), Budgets(max_share={"nowhere": 1}))
-    row = result.results[0]
-    assert row.measured == 0.0 and row.passed and "never seen" in row.detail
+def test_a_budgeted_function_never_seen_fails_unless_allowed():
+    """A misspelt name would otherwise pass forever."""
+    row = evaluate(_profile(), Budgets(max_share={"nowhere": 1})).results[0]
+    assert row.measured == 0.0 and not row.passed
+    assert "never seen" in row.detail and "--allow-missing" in row.detail
+    allowed = evaluate(_profile(), Budgets(max_share={"nowhere": 1}), allow_missing=True)
+    assert allowed.passed and "never seen" in allowed.results[0].detail
+
+
+def test_an_empty_profile_is_refused_not_judged():
+    empty = make_profile([(100, [])] * 4)
+    with pytest.raises(UsageError, match=r"no samples.*idle.*PID.*too short"):
+        evaluate(empty, Budgets(max_utilization=50))
+    with pytest.raises(UsageError, match="the before profile has no samples"):
+        evaluate(_profile(), Budgets(max_regression=10), baseline=empty)
 
 
 def test_max_utilization():
@@ -118,25 +154,78 @@ def test_noise_level_differences_pass_the_regression_budget(seed):
     assert row.passed, row
 
 
-def test_a_new_function_counts_as_an_unbounded_regression():
-    baseline = make_profile([(100, [sample("exec", "loop", count=40 + i % 3, tid=1)]) for i in range(6)])
-    current = make_profile([(100, [sample("exec", "loop", count=40 + i % 3, tid=1),
-                                   sample("exec", "loop", "fresh", count=10 + i % 2, tid=1)])
-                            for i in range(6)])
+def _replaced(new_count: int) -> tuple[Profile, Profile]:
+    """`old` (in the baseline) is replaced by `fresh` (only in the current profile)."""
+    baseline = make_profile(
+        [
+            (
+                100,
+                [
+                    sample("exec", "loop", count=20 + i % 3, tid=1),
+                    sample("exec", "loop", "old", count=new_count + i % 2, tid=1),
+                ],
+            )
+            for i in range(6)
+        ]
+    )
+    current = make_profile(
+        [
+            (
+                100,
+                [
+                    sample("exec", "loop", count=20 + i % 3, tid=1),
+                    sample("exec", "loop", "fresh", count=new_count + i % 2, tid=1),
+                ],
+            )
+            for i in range(6)
+        ]
+    )
+    return baseline, current
+
+
+def test_a_replacement_function_is_new_not_an_infinite_regression():
+    baseline, current = _replaced(10)
     row = evaluate(current, Budgets(max_regression=50), baseline=baseline).results[0]
-    assert not row.passed and row.measured is None
-    assert "fresh new at" in row.detail
+    assert row.passed and row.measured is not None
+    assert "new since the baseline" in row.detail and "fresh 10." in row.detail
+
+
+def test_a_new_function_large_on_its_own_fails():
+    baseline, current = _replaced(30)
+    row = evaluate(current, Budgets(max_regression=50), baseline=baseline).results[0]
+    assert not row.passed and "fresh new at 30.5% (>= 25%)" in row.detail
+    looser = evaluate(current, Budgets(max_regression=50), baseline=baseline, max_new_share=40)
+    assert looser.passed
 
 
 def test_functions_below_min_share_are_not_gated_for_regression():
     # `tiny` triples (0.5% -> 1.5%) with certainty, but stays under the 2% floor.
-    baseline = make_profile([(200, [sample("exec", "loop", "tiny", count=1, tid=1),
-                                    sample("exec", "loop", count=60, tid=1)])] * 6)
-    current = make_profile([(200, [sample("exec", "loop", "tiny", count=3, tid=1),
-                                   sample("exec", "loop", count=58, tid=1)])] * 6)
+    baseline = make_profile(
+        [
+            (
+                200,
+                [
+                    sample("exec", "loop", "tiny", count=1, tid=1),
+                    sample("exec", "loop", count=60, tid=1),
+                ],
+            )
+        ]
+        * 6
+    )
+    current = make_profile(
+        [
+            (
+                200,
+                [
+                    sample("exec", "loop", "tiny", count=3, tid=1),
+                    sample("exec", "loop", count=58, tid=1),
+                ],
+            )
+        ]
+        * 6
+    )
     assert evaluate(current, Budgets(max_regression=10), baseline=baseline).passed
-    strict = evaluate(current, Budgets(max_regression=10), baseline=baseline,
-                      min_share=0.1)
+    strict = evaluate(current, Budgets(max_regression=10), baseline=baseline, min_share=0.1)
     assert not strict.passed and "tiny" in strict.results[0].detail
 
 
@@ -146,12 +235,23 @@ def test_regression_against_a_baseline_of_another_mode_is_a_usage_error():
 
 
 def test_results_come_in_a_stable_order_and_all_are_reported():
-    result = evaluate(_profile(hot=30, other=20),
-                      Budgets(max_share={"safe_broadcast": 10, "serve": 10}, max_utilization=40,
-                              max_host_step_p50_ms=50, max_regression=10),
-                      baseline=_profile(hot=30, other=20), steps=_steps(100.0))
+    result = evaluate(
+        _profile(hot=30, other=20),
+        Budgets(
+            max_share={"safe_broadcast": 10, "serve": 10},
+            max_utilization=40,
+            max_host_step_p50_ms=50,
+            max_regression=10,
+        ),
+        baseline=_profile(hot=30, other=20),
+        steps=_steps(100.0),
+    )
     assert [r.name for r in result.results] == [
-        "max-share:safe_broadcast", "max-share:serve", "max-utilization", "max-host-step-p50",
-        "max-regression"]
+        "max-share:safe_broadcast",
+        "max-share:serve",
+        "max-utilization",
+        "max-host-step-p50",
+        "max-regression",
+    ]
     assert [r.passed for r in result.results] == [False, False, False, False, True]
     assert result.profile_label == "rank 0 pid 1234@host"

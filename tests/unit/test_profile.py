@@ -7,15 +7,24 @@ import stat
 import pytest
 
 from gilprof.errors import InputError
-from gilprof.profile import SCHEMA, Profile
+from gilprof.profile import SCHEMA_V1, Profile
 
 from .builders import make_profile, sample
 
 
 def _profile():
-    return make_profile([(100, [sample("exec", "loop", "safe_broadcast", count=30, tid=7),
-                                sample("ingress", "serve", count=5, tid=8)]),
-                         (90, [sample("exec", "loop", count=12, tid=7)])])
+    return make_profile(
+        [
+            (
+                100,
+                [
+                    sample("exec", "loop", "safe_broadcast", count=30, tid=7),
+                    sample("ingress", "serve", count=5, tid=8),
+                ],
+            ),
+            (90, [sample("exec", "loop", count=12, tid=7)]),
+        ]
+    )
 
 
 def test_round_trip_keeps_windows_and_counts(tmp_path):
@@ -27,9 +36,12 @@ def test_round_trip_keeps_windows_and_counts(tmp_path):
     assert loaded.sampling.ticks == 190
     assert [w.ticks for w in loaded.windows] == [100, 90]
     assert {s.frames[-1].name: s.count for s in loaded.samples()} == {
-        "safe_broadcast": 30, "serve": 5, "loop": 12}
+        "safe_broadcast": 30,
+        "serve": 5,
+        "loop": 12,
+    }
     assert loaded.threads == {7: "exec", 8: "ingress"}
-    assert json.loads(path.read_text())["schema"] == SCHEMA
+    assert json.loads(path.read_text())["schema"] == SCHEMA_V1
 
 
 def test_save_is_atomic_and_respects_umask(tmp_path):
@@ -43,16 +55,19 @@ def test_save_is_atomic_and_respects_umask(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["p.json"]  # no temporary file left
 
 
-@pytest.mark.parametrize("mutate,message", [
-    (lambda d: d.update(schema="gilprof.profile/9"), "newer than this gilprof"),
-    (lambda d: d.update(schema="something/1"), "not a gilprof profile"),
-    (lambda d: d.update(schema="gilprof.profile/x"), "unknown schema version"),
-    (lambda d: d["sampling"].update(mode="turbo"), "sampling.mode"),
-    (lambda d: d["sampling"].update(rate_hz=-1), "rate_hz"),
-    (lambda d: d["windows"][0].update(counts=[[99, 1]]), "windows[0].counts"),
-    (lambda d: d["stacks"][0].__setitem__(2, [99]), "frame index out of range"),
-    (lambda d: d.pop("frames"), "frames"),
-])
+@pytest.mark.parametrize(
+    "mutate,message",
+    [
+        (lambda d: d.update(schema="gilprof.profile/9"), "newer than this gilprof"),
+        (lambda d: d.update(schema="something/1"), "not a gilprof profile"),
+        (lambda d: d.update(schema="gilprof.profile/x"), "unknown schema version"),
+        (lambda d: d["sampling"].update(mode="turbo"), "sampling.mode"),
+        (lambda d: d["sampling"].update(rate_hz=-1), "rate_hz"),
+        (lambda d: d["windows"][0].update(counts=[[99, 1]]), "windows[0].counts"),
+        (lambda d: d["stacks"][0].__setitem__(2, [99]), "frame index out of range"),
+        (lambda d: d.pop("frames"), "frames"),
+    ],
+)
 def test_bad_profiles_name_what_is_wrong(tmp_path, mutate, message):
     data = _profile().to_dict()
     mutate(data)
@@ -62,13 +77,16 @@ def test_bad_profiles_name_what_is_wrong(tmp_path, mutate, message):
         Profile.load(path)
 
 
-@pytest.mark.parametrize("content,message", [
-    (b"", "empty"),
-    (b"\xff\xfe\x00garbage", "not UTF-8"),
-    (b'{"schema": "gilprof.profile/1", "target": {', "truncated"),
-    (b"[1, 2", "truncated"),
-    (b'{"a": NaN}', "NaN"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"", "empty"),
+        (b"\xff\xfe\x00garbage", "not UTF-8"),
+        (b'{"schema": "gilprof.profile/1", "target": {', "truncated"),
+        (b"[1, 2", "truncated"),
+        (b'{"a": NaN}', "NaN"),
+    ],
+)
 def test_unreadable_files(tmp_path, content, message):
     path = tmp_path / "x.json"
     path.write_bytes(content)

@@ -9,10 +9,18 @@ from tests.unit.builders import make_profile, sample
 
 
 def _two_windows():
-    return make_profile([
-        (100, [sample("loop", "main", "x", count=5, tid=1), sample("io", "main", "y", count=2, tid=2)]),
-        (80, [sample("loop", "main", "x", "y", count=7, tid=1)]),
-    ])
+    return make_profile(
+        [
+            (
+                100,
+                [
+                    sample("loop", "main", "x", count=5, tid=1),
+                    sample("io", "main", "y", count=2, tid=2),
+                ],
+            ),
+            (80, [sample("loop", "main", "x", "y", count=7, tid=1)]),
+        ]
+    )
 
 
 def test_totals_count_each_function_once_per_sample_and_self_counts_the_leaf():
@@ -38,11 +46,19 @@ def test_series_keep_windows_apart_only_when_asked_for():
 
 
 def test_thread_states_are_counted_per_window_for_every_sample():
-    profile = make_profile([
-        (10, [sample("a", "f", count=6, tid=1), sample("b", "g", count=10, tid=2,
-                                                          state=ThreadState.WAITING)]),
-        (10, [sample("a", "f", count=3, tid=1, state=ThreadState.NATIVE)]),
-    ], mode=Mode.CONTENTION)
+    profile = make_profile(
+        [
+            (
+                10,
+                [
+                    sample("a", "f", count=6, tid=1),
+                    sample("b", "g", count=10, tid=2, state=ThreadState.WAITING),
+                ],
+            ),
+            (10, [sample("a", "f", count=3, tid=1, state=ThreadState.NATIVE)]),
+        ],
+        mode=Mode.CONTENTION,
+    )
     table = build_table(profile)
     assert table.states[1] == {ThreadState.HELD: {0: 6}, ThreadState.NATIVE: {1: 3}}
     assert table.states[2] == {ThreadState.WAITING: {0: 10}}
@@ -67,5 +83,6 @@ def test_watch_matches_qualnames_and_records_what_matched():
 def test_attribution_from_a_given_table_equals_attribution_from_the_profile():
     profile = _two_windows()
     table = build_table(profile, by_thread=True, watch=("x",))
-    assert attribute(profile, by_thread=True, watch=("x",), table=table) == \
-        attribute(profile, by_thread=True, watch=("x",))
+    assert attribute(profile, by_thread=True, watch=("x",), table=table) == attribute(
+        profile, by_thread=True, watch=("x",)
+    )

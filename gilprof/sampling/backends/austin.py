@@ -170,8 +170,13 @@ def parse_line(line: str, frame_cache: dict[str, Frame] | None = None) -> Austin
     return AustinLine(int(parts[0][1:]), tid, tuple(frames), idle, invalid)
 
 
-def parse_output(text: str, state: ThreadState, *, drop_idle: bool = False,
-                 names: Mapping[int, str] | None = None) -> AustinOutput:
+def parse_output(
+    text: str,
+    state: ThreadState,
+    *,
+    drop_idle: bool = False,
+    names: Mapping[int, str] | None = None,
+) -> AustinOutput:
     """A whole austin output file -> samples aggregated per (thread, stack), and ticks.
 
     `drop_idle` leaves out samples austin marked idle (cpu mode; needs -f output). Samples
@@ -209,8 +214,10 @@ def parse_output(text: str, state: ThreadState, *, drop_idle: bool = False,
         counts[stack] = counts.get(stack, 0) + 1
     if in_tick:
         out.ticks += 1
-    out.samples = [Sample(tid, names.get(tid, ""), frames, count, state)
-                   for (tid, frames), count in counts.items()]
+    out.samples = [
+        Sample(tid, names.get(tid, ""), frames, count, state)
+        for (tid, frames), count in counts.items()
+    ]
     return out
 
 
@@ -224,8 +231,10 @@ def read_thread_names(pid: int) -> dict[int, str]:
         return {}
     comms: dict[int, str] = {}
     for tid in tids:
-        with contextlib.suppress(OSError), \
-                open(f"{task}/{tid}/comm", encoding="utf-8", errors="replace") as handle:
+        with (
+            contextlib.suppress(OSError),
+            open(f"{task}/{tid}/comm", encoding="utf-8", errors="replace") as handle,
+        ):
             comms[tid] = handle.read().strip()
     process_name = comms.get(pid, "")
     names = {tid: comm for tid, comm in comms.items() if comm and comm != process_name}
@@ -273,24 +282,30 @@ class AustinBackend(Backend):
     def version(self) -> str:
         if self._version is None:
             try:
-                run = subprocess.run([self.binary, "--version"], capture_output=True, text=True,
-                                     timeout=30)
+                run = subprocess.run(
+                    [self.binary, "--version"], capture_output=True, text=True, timeout=30
+                )
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise SamplerError(f"cannot run {self.binary}: {exc}; {INSTALL_HINT}") from None
             out = clean_text(run.stdout + run.stderr)
             if "GLIBC" in out:
                 raise SamplerError(
                     f"{self.binary} needs a newer glibc than this system has (austin-dist 4.x "
-                    f"needs glibc 2.38); {INSTALL_HINT}")
+                    f"needs glibc 2.38); {INSTALL_HINT}"
+                )
             match = _VERSION.search(out)
             if run.returncode != 0 or not match:
-                raise SamplerError(f"{self.binary} did not report an austin version "
-                                   f"({out.strip()[:200]!r}); {INSTALL_HINT}")
+                raise SamplerError(
+                    f"{self.binary} did not report an austin version "
+                    f"({out.strip()[:200]!r}); {INSTALL_HINT}"
+                )
             found = tuple(int(x or 0) for x in match.groups())
             text = ".".join(map(str, found))
             if not SUPPORTED[0] <= found < SUPPORTED[1]:
-                raise SamplerError(f"austin {text} is not supported: gilprof reads austin "
-                                   f"3.x output; {INSTALL_HINT}")
+                raise SamplerError(
+                    f"austin {text} is not supported: gilprof reads austin "
+                    f"3.x output; {INSTALL_HINT}"
+                )
             self._version = text
         return self._version
 
@@ -300,11 +315,13 @@ class AustinBackend(Backend):
         if settings.mode not in (Mode.WALL, Mode.CPU):  # gil and contention need GIL state
             raise UsageError(GIL_MODE_ERROR)
         if settings.native:
-            raise UsageError("austin cannot sample native frames; drop --native or use "
-                             "--backend py-spy")
+            raise UsageError(
+                "austin cannot sample native frames; drop --native or use --backend py-spy"
+            )
         if settings.blocking:
-            raise UsageError("austin never pauses the target; drop --blocking or use "
-                             "--backend py-spy")
+            raise UsageError(
+                "austin never pauses the target; drop --blocking or use --backend py-spy"
+            )
 
     def command(self, pid: int, settings: SamplerSettings, output: str) -> list[str]:
         interval_us = max(1, round(1e6 / settings.rate_hz))
@@ -318,21 +335,24 @@ class AustinBackend(Backend):
             return float(window.ticks_counted), "sampler"
         return window.seconds * settings.rate_hz, "estimated"
 
-    def sample_window(self, pid: int, settings: SamplerSettings, seconds: float | None,
-                      stop: threading.Event) -> WindowResult:
+    def sample_window(
+        self, pid: int, settings: SamplerSettings, seconds: float | None, stop: threading.Event
+    ) -> WindowResult:
         self.check_settings(settings)
         names = read_thread_names(pid)
         with tempfile.TemporaryDirectory(prefix="gilprof-austin-") as tmp:
             output = os.path.join(tmp, "window.austin")
-            with sampler_process(self.command(pid, settings, output)) as proc:
+            # austin keeps normal priority: its accuracy at SCHED_FIFO is unmeasured.
+            with sampler_process(self.command(pid, settings, output)) as (proc, _priority):
                 window, log = self._drive(proc, pid, seconds, stop)
             # Threads that started during the window are named from their state at its end.
             names = {**read_thread_names(pid), **names}
             self._read_output(window, output, settings, names, log)
         return window
 
-    def _drive(self, proc: subprocess.Popen[bytes], pid: int, seconds: float | None,
-               stop: threading.Event) -> tuple[WindowResult, str]:
+    def _drive(
+        self, proc: subprocess.Popen[bytes], pid: int, seconds: float | None, stop: threading.Event
+    ) -> tuple[WindowResult, str]:
         lines: list[str] = []
         started = threading.Event()
         start_time = [0.0]
@@ -360,13 +380,19 @@ class AustinBackend(Backend):
         if stopped_itself:
             window.target_exited = not _alive(pid)
             if not window.target_exited:
-                window.messages.append(f"austin stopped early (status {proc.returncode}): "
-                                       f"{last_message(log)}")
+                window.messages.append(
+                    f"austin stopped early (status {proc.returncode}): {last_message(log)}"
+                )
         return window, log
 
     @staticmethod
-    def _read_output(window: WindowResult, output: str, settings: SamplerSettings,
-                     names: Mapping[int, str], log: str) -> None:
+    def _read_output(
+        window: WindowResult,
+        output: str,
+        settings: SamplerSettings,
+        names: Mapping[int, str],
+        log: str,
+    ) -> None:
         state = ThreadState.UNKNOWN if settings.mode is Mode.WALL else ThreadState.ACTIVE
         try:
             with open(output, encoding="utf-8", errors="replace") as handle:
@@ -393,12 +419,17 @@ class AustinBackend(Backend):
             raise NotReady("interrupted before sampling started")
         lowered = clean_text(log).lower()
         if "glibc" in lowered:
-            raise SamplerError(f"austin does not start on this system's glibc: "
-                               f"{last_message(log)}; {INSTALL_HINT}")
+            raise SamplerError(
+                f"austin does not start on this system's glibc: {last_message(log)}; {INSTALL_HINT}"
+            )
         if "insufficient permissions" in lowered or not may_read_memory(pid):
             raise PermissionDenied(PERMISSION_HINT)
-        if "not a python" in lowered or "doesn't seem to be a python" in lowered \
-                or "cannot attach" in lowered or "no such process" in lowered:
+        if (
+            "not a python" in lowered
+            or "doesn't seem to be a python" in lowered
+            or "cannot attach" in lowered
+            or "no such process" in lowered
+        ):
             raise NotReady(last_message(log))
         raise SamplerError("austin failed: " + last_message(log))
 

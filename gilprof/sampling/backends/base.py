@@ -7,6 +7,8 @@ statistics of `compare` need (samples close in time are correlated; windows are 
 
 from __future__ import annotations
 
+import os
+import resource
 import signal
 import subprocess
 import threading
@@ -19,6 +21,13 @@ from dataclasses import dataclass, field
 from gilprof.model import Mode, Sample
 from gilprof.sampling.processes import child_process
 
+# SCHED_FIFO priority of a non-blocking sampler (see `realtime_priority`), and the rate above
+# which it is not used: the kernel's RT throttling bounds a runaway, but a sampler at RT
+# priority that samples thousands of times a second would still starve the target's core.
+REALTIME_PRIORITY = 10
+REALTIME_MAX_RATE_HZ = 1000.0
+_CAP_SYS_NICE = 23
+
 
 @dataclass(frozen=True)
 class SamplerSettings:
@@ -26,10 +35,12 @@ class SamplerSettings:
     rate_hz: float = 100.0
     native: bool = False
     blocking: bool = False
+    realtime: bool = True  # run a non-blocking sampler at SCHED_FIFO where permitted
 
     @classmethod
-    def for_mode(cls, mode: str | Mode, rate_hz: float, native: bool = False,
-                 blocking: bool = False) -> SamplerSettings:
+    def for_mode(
+        cls, mode: str | Mode, rate_hz: float, native: bool = False, blocking: bool = False
+    ) -> SamplerSettings:
         """Settings a sampler can honour: contention reads native stacks, and py-spy cannot
         walk native stacks without pausing the target."""
         mode = Mode(mode)
@@ -47,6 +58,8 @@ class WindowResult:
     spans: list[tuple[Sample, float, float]] = field(default_factory=list)
     sampler_samples: int | None = None  # what the sampler said it recorded
     ticks_counted: int = 0  # sampling instants the sampler's output lets us count, if any
+    ticks_exact: bool = False  # ticks_counted is the sampler's own tick count (py-spy --duration)
+    priority: str = ""  # the sampler's scheduling: "SCHED_FIFO 10" or "normal (why)"
     errors: int = 0
     target_exited: bool = False
     interrupted: bool = False
@@ -61,20 +74,86 @@ class NotReady(Exception):
     """The sampler could not read the interpreter yet (too young, or not Python)."""
 
 
+def realtime_refusal() -> str | None:
+    """Why this process may not give a child SCHED_FIFO, or None when it may try.
+
+    Root, CAP_SYS_NICE or an RLIMIT_RTPRIO allowance permit it; a container or a cgroup
+    without an RT budget can still refuse (EPERM), so the policy a child got is read back.
+    """
+    if os.geteuid() == 0:
+        return None
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("CapEff:") and int(line.split()[1], 16) >> _CAP_SYS_NICE & 1:
+                    return None
+    except (OSError, ValueError, IndexError):
+        pass
+    if resource.getrlimit(resource.RLIMIT_RTPRIO)[0] >= REALTIME_PRIORITY:
+        return None
+    return "not root, no CAP_SYS_NICE"
+
+
+def realtime_priority(settings: SamplerSettings) -> tuple[int | None, str]:
+    """(SCHED_FIFO priority to start the sampler with or None, why not).
+
+    A non-blocking sampler at normal priority wakes late exactly when the target's threads
+    keep the cores busy, and misses GIL holds shorter than ~1 ms after a sleep (measured:
+    benchmarks/accuracy/README.md). A blocking sampler must not run at RT priority: after it
+    resumes the target it samples again before the target has run, and counts one frozen
+    state several times (measured 2.4-3.1x over truth).
+    """
+    if settings.blocking or settings.native or settings.mode is Mode.CONTENTION:
+        return None, "blocking sampler"
+    if not settings.realtime:
+        return None, "real-time priority turned off"
+    if settings.rate_hz > REALTIME_MAX_RATE_HZ:
+        return None, f"rate above {REALTIME_MAX_RATE_HZ:g} Hz"
+    refusal = realtime_refusal()
+    if refusal is not None:
+        return None, refusal
+    return REALTIME_PRIORITY, ""
+
+
+def scheduling_of(pid: int, reason: str) -> str:
+    """The scheduling a started sampler runs with, as the profile records it."""
+    try:
+        if os.sched_getscheduler(pid) == os.SCHED_FIFO:
+            return f"SCHED_FIFO {os.sched_getparam(pid).sched_priority}"
+    except OSError:
+        pass
+    return f"normal ({reason or 'SCHED_FIFO refused by the kernel'})"
+
+
 @contextmanager
-def sampler_process(cmd: list[str]) -> Iterator[subprocess.Popen[bytes]]:
-    """Start a sampler in its own session, and kill it (and its group) on the way out.
+def sampler_process(
+    cmd: list[str], settings: SamplerSettings | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """Start a sampler in its own session, and kill it (and its group) on the way out;
+    yields the process and its scheduling ("SCHED_FIFO 10" or "normal (why)").
 
     Own session: a terminal's Ctrl-C reaches gilprof only, which then stops the sampler itself
     with SIGINT so that the sampler still writes its file. The kernel kills it if gilprof dies.
     """
-    with child_process(cmd, group="session", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT) as child:
-        yield child.proc
+    priority, reason = realtime_priority(settings) if settings is not None else (None, "")
+    with child_process(
+        cmd,
+        group="session",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        realtime_priority=priority,
+    ) as child:
+        yield child.proc, scheduling_of(child.pid, reason)
 
 
-def run_window(proc: subprocess.Popen[bytes], started: threading.Event, start_time: list[float],
-               seconds: float | None, stop: threading.Event) -> tuple[float | None, bool]:
+def run_window(
+    proc: subprocess.Popen[bytes],
+    started: threading.Event,
+    start_time: list[float],
+    seconds: float | None,
+    stop: threading.Event,
+) -> tuple[float | None, bool]:
     """Let a sampler process run for `seconds` after it `started`, or until `stop` is set.
 
     Both samplers write their output when they receive SIGINT, so the window is ended that
@@ -84,8 +163,7 @@ def run_window(proc: subprocess.Popen[bytes], started: threading.Event, start_ti
     end_time: float | None = None
     interrupted = False
     while proc.poll() is None:
-        if started.is_set() and seconds is not None and \
-                time.monotonic() - start_time[0] >= seconds:
+        if started.is_set() and seconds is not None and time.monotonic() - start_time[0] >= seconds:
             end_time = time.monotonic()
             proc.send_signal(signal.SIGINT)
             break
@@ -115,8 +193,9 @@ class Backend(ABC):
         """Raise UsageError for settings this sampler cannot honour, before anything starts."""
 
     @abstractmethod
-    def sample_window(self, pid: int, settings: SamplerSettings, seconds: float | None,
-                      stop: threading.Event) -> WindowResult:
+    def sample_window(
+        self, pid: int, settings: SamplerSettings, seconds: float | None, stop: threading.Event
+    ) -> WindowResult:
         """Sample `pid` for `seconds` (None: until it exits) or until `stop` is set."""
 
     @abstractmethod

@@ -5,15 +5,26 @@ format has timestamps only where a thread's stack changes, and in --gil mode a t
 runs on across ticks where another thread held the GIL, so it cannot give per-tick shares.
 Windows give both: exact counts, and a start and end for each stretch of sampling.
 
-py-spy's "Samples: N" counts recorded traces, not sampling instants, so ticks are estimated
-as window seconds x rate. py-spy spaces its samples with exponential intervals of mean
-1/rate (a Poisson process), so count / (seconds x rate) is an unbiased estimate of the share
-of time; see README "Definitions".
+Ticks. py-spy's "Samples: N" counts recorded traces, not sampling instants, and a --gil tick
+with no holder leaves no trace at all. But a window run with `--duration N` processes exactly
+N x rate - 1 ticks (py-spy counts intervals and stops before recording the N x rate-th), so
+each window is run that way and its ticks are exact; ticks that errored ("Errors: E") say
+nothing about the holder and are left out of the denominator. py-spy never skips a tick: when
+it falls behind it samples back to back until it catches up. A window that ends early (the
+target exited, the user stopped the capture, or py-spy overran its window) has an unknown
+tick count; its ticks are then estimated as seconds x rate, which is unbiased (py-spy spaces
+its samples with exponential intervals, a Poisson process) but carries a Poisson error of
+sqrt(seconds x rate), and the profile says "estimated".
+
+Flags. `--gil` always with `--idle`: without it py-spy drops a GIL holder whose innermost
+Python frame looks idle (`threading.wait`, `selectors.select`, `poll`). Non-blocking
+samplers run at SCHED_FIFO where permitted (see base.realtime_priority).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -37,7 +48,8 @@ from gilprof.sampling.processes import find_binary
 
 # Digit runs are bounded so that int() never meets a number it refuses (4300+ digits).
 _THREAD_PREFIX = re.compile(
-    r"^thread \((?P<tid>0x[0-9A-Fa-f]{1,16}|[0-9]{1,20})\)(?::\s?(?P<name>[^;]*))?$")
+    r"^thread \((?P<tid>0x[0-9A-Fa-f]{1,16}|[0-9]{1,20})\)(?::\s?(?P<name>[^;]*))?$"
+)
 _VERSION = re.compile(r"py-spy (\d+)\.(\d+)\.(\d+)")
 _SUMMARY = re.compile(r"Samples: (\d+) Errors: (\d+)")
 
@@ -48,6 +60,30 @@ PERMISSION_HINT = (
     "(sysctl kernel.yama.ptrace_scope=0); or start the job under `gilprof exec`, which samples "
     "its own child"
 )
+
+
+NORMAL_PRIORITY_NOTE = (
+    "sampler ran at {priority}: GIL holds shorter than ~1 ms right after a sleep or I/O may be "
+    "under-counted (measured: up to 4x on an idle machine, ~10% under load); run gilprof as root "
+    "or with CAP_SYS_NICE to sample at SCHED_FIFO priority"
+)
+CONTENTION_NOTE = (
+    "contention mode pauses the target at every tick (py-spy --native cannot sample without "
+    "stopping it): per-thread shares of held, wait and native time are right to ~5 points over "
+    "tens of seconds on an idle machine, but states shorter than ~1 ms and any share under CPU "
+    "load are unreliable; for held shares use gil mode, which does not pause the target"
+)
+
+
+def whole_seconds(seconds: float | None) -> int | None:
+    """The window as py-spy's `--duration` (whole seconds, at least 1), or None: open-ended.
+
+    Rounded rather than cut: a session's last window may be a fraction of its window length,
+    and exact ticks are worth more than the fraction of a second it over- or undershoots.
+    """
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return max(1, round(seconds))
 
 
 def _ascii_number(text: str, max_digits: int) -> bool:
@@ -63,7 +99,7 @@ def parse_frame(part: str) -> Frame:
     opening = part.find(" (")
     if opening < 0 or not part.endswith(")"):
         return Frame(part, "", 0)
-    inside = part[opening + 2:-1]
+    inside = part[opening + 2 : -1]
     file, colon, line = inside.rpartition(":")
     if colon and _ascii_number(line, 9):
         return Frame(part[:opening], file, int(line))
@@ -100,45 +136,86 @@ class PySpyBackend(Backend):
     def __init__(self, binary: str | None = None) -> None:
         self.binary = binary or find_binary("py-spy")
         self._version: str | None = None
+        self._told: set[tuple[int, str]] = set()  # (pid, topic) of notes already given
 
     def version(self) -> str:
         if self._version is None:
             try:
-                out = subprocess.run([self.binary, "--version"], capture_output=True, text=True,
-                                     timeout=30).stdout
+                out = subprocess.run(
+                    [self.binary, "--version"], capture_output=True, text=True, timeout=30
+                ).stdout
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise SamplerError(f"cannot run {self.binary}: {exc}") from None
             match = _VERSION.search(out)
             if not match:
-                raise SamplerError(f"{self.binary} did not report a py-spy version: {out.strip()!r}")
+                raise SamplerError(
+                    f"{self.binary} did not report a py-spy version: {out.strip()!r}"
+                )
             found = tuple(int(x) for x in match.groups())
             if found < self.min_version:
                 need = ".".join(map(str, self.min_version))
-                raise SamplerError(f"py-spy {match.group(0)[7:]} is too old; gilprof needs >= {need}")
+                raise SamplerError(
+                    f"py-spy {match.group(0)[7:]} is too old; gilprof needs >= {need}"
+                )
             self._version = ".".join(map(str, found))
         return self._version
 
-    def command(self, pid: int, settings: SamplerSettings, output: str) -> list[str]:
+    def command(
+        self, pid: int, settings: SamplerSettings, output: str, seconds: float | None = None
+    ) -> list[str]:
+        """The py-spy command of one window; `seconds` set: a `--duration` window (exact ticks)."""
         rate = str(round(settings.rate_hz))
         if settings.mode is Mode.CONTENTION:
             # Every thread at every tick, with native frames (py-spy then pauses the target).
-            return [self.binary, "record", "--pid", str(pid), "--rate", rate, "--format",
-                    "speedscope", "--output", output, "--full-filenames", "--native", "--idle"]
-        cmd = [self.binary, "record", "--pid", str(pid), "--rate", rate,
-               "--format", "raw", "--output", output, "--threads", "--full-filenames"]
+            cmd = [
+                self.binary,
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                rate,
+                "--format",
+                "speedscope",
+                "--output",
+                output,
+                "--full-filenames",
+                "--native",
+                "--idle",
+            ]
+            return cmd + self._duration_args(seconds)
+        cmd = [
+            self.binary,
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            rate,
+            "--format",
+            "raw",
+            "--output",
+            output,
+            "--threads",
+            "--full-filenames",
+        ]
         if settings.mode is Mode.GIL:
-            cmd.append("--gil")
+            cmd += ["--gil", "--idle"]  # --idle: keep holders py-spy's heuristic calls idle
         elif settings.mode is Mode.WALL:
             cmd.append("--idle")
         if settings.native:
             cmd.append("--native")  # py-spy refuses --native with --nonblocking
         elif not settings.blocking:
             cmd.append("--nonblocking")
-        return cmd
+        return cmd + self._duration_args(seconds)
+
+    @staticmethod
+    def _duration_args(seconds: float | None) -> list[str]:
+        whole = whole_seconds(seconds)
+        return [] if whole is None else ["--duration", str(whole)]
 
     def ticks(self, window: WindowResult, settings: SamplerSettings) -> tuple[float, str]:
-        if settings.mode is Mode.CONTENTION and window.ticks_counted:
-            return float(window.ticks_counted), "sampler"  # every thread at every tick
+        if window.ticks_exact or (settings.mode is Mode.CONTENTION and window.ticks_counted):
+            # py-spy's own count; contention: every thread at every tick, counted
+            return float(window.ticks_counted), "sampler"
         if settings.mode is Mode.WALL and window.samples:
             # In wall mode every live thread is recorded at every tick, so the busiest
             # thread's count is the number of ticks.
@@ -148,20 +225,76 @@ class PySpyBackend(Backend):
             return float(max(per_thread.values())), "sampler"
         return window.seconds * settings.rate_hz, "estimated"
 
-    def sample_window(self, pid: int, settings: SamplerSettings, seconds: float | None,
-                      stop: threading.Event) -> WindowResult:
-        state = {Mode.GIL: ThreadState.HELD, Mode.WALL: ThreadState.UNKNOWN,
-                 Mode.CPU: ThreadState.ACTIVE}.get(settings.mode, ThreadState.UNCLASSIFIED)
+    def sample_window(
+        self, pid: int, settings: SamplerSettings, seconds: float | None, stop: threading.Event
+    ) -> WindowResult:
+        state = {
+            Mode.GIL: ThreadState.HELD,
+            Mode.WALL: ThreadState.UNKNOWN,
+            Mode.CPU: ThreadState.ACTIVE,
+        }.get(settings.mode, ThreadState.UNCLASSIFIED)
+        whole = whole_seconds(seconds)
         with tempfile.TemporaryDirectory(prefix="gilprof-") as tmp:
             output = os.path.join(tmp, "window.txt")
-            with sampler_process(self.command(pid, settings, output)) as proc:
-                result = self._drive(proc, output, state, seconds, stop)
+            cmd = self.command(pid, settings, output, seconds)
+            with sampler_process(cmd, settings) as (proc, priority):
+                result = self._drive(
+                    proc,
+                    output,
+                    state,
+                    whole if whole is not None else seconds,
+                    stop,
+                    whole is not None,
+                )
+                result.priority = priority
                 if settings.mode is Mode.CONTENTION:
                     self._read_spans(output, result)
-                return result
+        if whole is not None and result.ticks_exact:
+            result.ticks_counted = max(0, whole * round(settings.rate_hz) - 1 - result.errors)
+            self._check_rate(pid, result, settings)
+        self._tell_once(pid, result, settings)
+        return result
 
-    def _drive(self, proc: subprocess.Popen[bytes], output: str, state: ThreadState,
-               seconds: float | None, stop: threading.Event) -> WindowResult:
+    def _check_rate(self, pid: int, result: WindowResult, settings: SamplerSettings) -> None:
+        """Ticks are exact however late py-spy was, but a window that took much longer than
+        planned was sampled in back-to-back bursts, whose samples are correlated."""
+        achieved = (
+            (result.ticks_counted + result.errors) / result.seconds if result.seconds else 0.0
+        )
+        if achieved < 0.8 * settings.rate_hz:
+            self._tell(
+                pid,
+                result,
+                "late",
+                f"py-spy fell behind: {achieved:.0f} of {settings.rate_hz:g} "
+                "samples/s in a window (machine busy); shares stay unbiased but noisier",
+            )
+
+    def _tell_once(self, pid: int, result: WindowResult, settings: SamplerSettings) -> None:
+        """What the user must know about this capture's accuracy, once per target."""
+        if settings.mode is Mode.CONTENTION:
+            self._tell(pid, result, "blocking", CONTENTION_NOTE)
+        elif result.priority.startswith("normal") and "blocking" not in result.priority:
+            self._tell(
+                pid, result, "priority", NORMAL_PRIORITY_NOTE.format(priority=result.priority)
+            )
+
+    def _tell(self, pid: int, result: WindowResult, topic: str, message: str) -> None:
+        if (pid, topic) not in self._told:
+            self._told.add((pid, topic))
+            result.messages.append(message)
+
+    def _drive(
+        self,
+        proc: subprocess.Popen[bytes],
+        output: str,
+        state: ThreadState,
+        seconds: float | None,
+        stop: threading.Event,
+        timed: bool,
+    ) -> WindowResult:
+        """Run one window; `timed`: py-spy ends it itself after `seconds` (--duration), and
+        its ticks are exact unless it had to be stopped first."""
         lines: list[str] = []
         started = threading.Event()
         start_time = [0.0]
@@ -185,7 +318,10 @@ class PySpyBackend(Backend):
 
         reader = threading.Thread(target=pump, name="gilprof-pyspy-reader", daemon=True)
         reader.start()
-        end_time, interrupted = run_window(proc, started, start_time, seconds, stop)
+        # A --duration window is ended by py-spy; SIGINT only if it overruns by far.
+        deadline = seconds + max(5.0, seconds) if timed and seconds is not None else seconds
+        end_time, interrupted = run_window(proc, started, start_time, deadline, stop)
+        stopped_by_us = end_time is not None
         if end_time is None:
             end_time = time.monotonic()
         reader.join(timeout=5)
@@ -198,13 +334,23 @@ class PySpyBackend(Backend):
         if summary:
             result.sampler_samples = int(summary.group(1))
             result.errors = int(summary.group(2))
+        result.ticks_exact = (
+            timed
+            and not stopped_by_us
+            and not result.target_exited
+            and summary is not None
+            and proc.returncode == 0
+        )
         if state is ThreadState.UNCLASSIFIED:
             return result  # contention mode: the caller reads the trace
         try:
             with open(output, encoding="utf-8", errors="replace") as handle:
                 result.samples = list(parse_raw(handle.read(), state))
         except FileNotFoundError:
-            result.messages.append("py-spy wrote no output for this window: " + _last_error(text_out))
+            result.ticks_exact = False
+            result.messages.append(
+                "py-spy wrote no output for this window: " + _last_error(text_out)
+            )
         return result
 
     def _read_spans(self, output: str, result: WindowResult) -> None:
@@ -232,8 +378,12 @@ class PySpyBackend(Backend):
         lowered = text.lower()
         if "permission denied" in lowered or "operation not permitted" in lowered:
             raise PermissionDenied(PERMISSION_HINT)
-        if "failed to find python version" in lowered or "failed to get process" in lowered \
-                or "no such file" in lowered or "no such process" in lowered:
+        if (
+            "failed to find python version" in lowered
+            or "failed to get process" in lowered
+            or "no such file" in lowered
+            or "no such process" in lowered
+        ):
             raise NotReady(_last_error(text))
         raise SamplerError("py-spy failed: " + _last_error(text))
 
@@ -241,6 +391,6 @@ class PySpyBackend(Backend):
 def _last_error(text: str) -> str:
     for line in text.splitlines():
         if line.startswith("Error:"):
-            return line[len("Error:"):].strip()
+            return line[len("Error:") :].strip()
     meaningful = [ln for ln in text.splitlines() if ln and not ln.lstrip()[:1].isdigit()]
     return meaningful[-1] if meaningful else "no output"

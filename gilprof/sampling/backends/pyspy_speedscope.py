@@ -20,8 +20,9 @@ from gilprof.sampling.backends.native import classify
 _SPEEDSCOPE_THREAD = re.compile(r'^Thread (?P<tid>\d{1,20})(?: "(?P<name>.*)")?')
 
 
-def parse_speedscope(doc: Any, window_seconds: float
-                     ) -> tuple[int, list[tuple[Sample, float, float]]]:
+def parse_speedscope(
+    doc: Any, window_seconds: float
+) -> tuple[int, list[tuple[Sample, float, float]]]:
     """(ticks, runs) from py-spy's speedscope output of one window.
 
     Each run is (sample with count = its ticks, start, end); times place tick k at
@@ -40,8 +41,13 @@ def parse_speedscope(doc: Any, window_seconds: float
     for entry in frames_raw:
         entry = entry if isinstance(entry, dict) else {}
         line = entry.get("line")
-        frames.append(Frame(str(entry.get("name", "?")), str(entry.get("file") or ""),
-                            line if isinstance(line, int) and 0 <= line < 2**31 else 0))
+        frames.append(
+            Frame(
+                str(entry.get("name", "?")),
+                str(entry.get("file") or ""),
+                line if isinstance(line, int) and 0 <= line < 2**31 else 0,
+            )
+        )
     threads: list[tuple[int, str, list[Any]]] = []
     for profile in profiles:
         if not isinstance(profile, dict) or not isinstance(profile.get("samples"), list):
@@ -59,11 +65,17 @@ def parse_speedscope(doc: Any, window_seconds: float
         for k, stack in enumerate([*samples, None]):
             key = tuple(stack) if isinstance(stack, list) else None
             if k and key != previous and previous is not None:
-                stack_frames = tuple(frames[i] for i in previous
-                                     if isinstance(i, int) and 0 <= i < len(frames))
+                stack_frames = tuple(
+                    frames[i] for i in previous if isinstance(i, int) and 0 <= i < len(frames)
+                )
                 if stack_frames:
-                    runs.append((Sample(tid, name, stack_frames, k - start, classify(stack_frames)),
-                                 start * step, k * step))
+                    runs.append(
+                        (
+                            Sample(tid, name, stack_frames, k - start, classify(stack_frames)),
+                            start * step,
+                            k * step,
+                        )
+                    )
             if key != previous:
                 start, previous = k, key
     return ticks, runs

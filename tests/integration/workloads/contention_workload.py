@@ -45,10 +45,14 @@ def main() -> int:
     args = parser.parse_args()
     stop = threading.Event()
     cpu: dict[str, float] = {}
-    threads = [threading.Thread(target=spin_forever, args=(stop, cpu, f"spin-{i}"), name=f"spin-{i}")
-               for i in range(args.spinners)]
+    threads = [
+        threading.Thread(target=spin_forever, args=(stop, cpu, f"spin-{i}"), name=f"spin-{i}")
+        for i in range(args.spinners)
+    ]
     if args.native:
-        threads.append(threading.Thread(target=compress_forever, args=(stop, cpu, "zlib"), name="zlib"))
+        threads.append(
+            threading.Thread(target=compress_forever, args=(stop, cpu, "zlib"), name="zlib")
+        )
     for t in threads:
         t.start()
     time.sleep(args.duration)
@@ -56,7 +60,9 @@ def main() -> int:
     for t in threads:
         t.join()
     if args.truth:
-        truth = {name: cpu[name] / cpu["wall:" + name] for name in cpu if not name.startswith("wall:")}
+        truth = {
+            name: cpu[name] / cpu["wall:" + name] for name in cpu if not name.startswith("wall:")
+        }
         with open(args.truth + ".tmp", "w") as handle:
             json.dump(truth, handle)
         os.replace(args.truth + ".tmp", args.truth)

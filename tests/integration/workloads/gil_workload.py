@@ -57,7 +57,9 @@ def ingress_work(work: int) -> None:
     measured("thread:ingress", work)
 
 
-def executor_loop(stop: threading.Event, broadcast_work: int, route_work: int, sleep_s: float) -> None:
+def executor_loop(
+    stop: threading.Event, broadcast_work: int, route_work: int, sleep_s: float
+) -> None:
     while not stop.is_set():
         safe_broadcast(broadcast_work)
         _balance_requests_across_ranks(route_work)
@@ -86,8 +88,11 @@ def main() -> int:
             handle.write(str(os.getpid()))
     stop = threading.Event()
     threads = [
-        threading.Thread(target=executor_loop, name="executor-loop",
-                         args=(stop, args.broadcast_work, args.route_work, 0.004)),
+        threading.Thread(
+            target=executor_loop,
+            name="executor-loop",
+            args=(stop, args.broadcast_work, args.route_work, 0.004),
+        ),
         threading.Thread(target=ingress, name="ingress", args=(stop, args.ingress_work, 0.006)),
     ]
     wall_start = time.perf_counter()
@@ -101,8 +106,9 @@ def main() -> int:
     if args.truth:
         truth = {name: seconds / wall for name, seconds in TOTALS.items()}
         for prefix in ("", "cpu:"):
-            truth[prefix + "thread:executor-loop"] = (truth.get(prefix + "safe_broadcast", 0.0)
-                                                      + truth.get(prefix + "_balance_requests_across_ranks", 0.0))
+            truth[prefix + "thread:executor-loop"] = truth.get(
+                prefix + "safe_broadcast", 0.0
+            ) + truth.get(prefix + "_balance_requests_across_ranks", 0.0)
         truth["wall_s"] = wall
         tmp = args.truth + ".tmp"
         with open(tmp, "w") as handle:

@@ -30,8 +30,10 @@ def nap(stop):
 
 
 stop = threading.Event()
-threads = [threading.Thread(target=work, args=(stop,), name="spinner"),
-           threading.Thread(target=nap, args=(stop,), name="sleeper")]
+threads = [
+    threading.Thread(target=work, args=(stop,), name="spinner"),
+    threading.Thread(target=nap, args=(stop,), name="sleeper"),
+]
 for t in threads:
     t.start()
 time.sleep(20)

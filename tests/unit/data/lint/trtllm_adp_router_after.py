@@ -1,3 +1,4 @@
+# ruff: noqa  -- kept in the upstream style it follows
 """Lint fixture (never imported or run): TensorRT-LLM's attention-DP routing after the fix.
 
 Follows NVIDIA/TensorRT-LLM `DefaultADPRouter._balance_requests_across_ranks`

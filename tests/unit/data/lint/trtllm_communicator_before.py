@@ -1,3 +1,4 @@
+# ruff: noqa  -- kept in the upstream style it follows
 """Lint fixture (never imported or run): TensorRT-LLM's `safe_broadcast` before the fix.
 
 Follows NVIDIA/TensorRT-LLM tensorrt_llm/_torch/distributed/communicator.py statement by

@@ -1,0 +1,34 @@
+"""An empty profile (no samples) and why it may be empty: report warns, compare and gate refuse."""
+
+from __future__ import annotations
+
+from gilprof.errors import UsageError
+from gilprof.profile import Profile
+
+
+def is_empty(profile: Profile) -> bool:
+    return not any(window.counts for window in profile.windows)
+
+
+def why_empty(profile: Profile) -> str | None:
+    """The likely causes when `profile` has no samples; None when it has some."""
+    if not is_empty(profile):
+        return None
+    idle = (
+        "no thread held the GIL at any tick (gil mode records only the holder): the target "
+        "may have been idle"
+        if profile.sampling.mode.knows_gil
+        else "the target may have been idle"
+    )
+    return (
+        f"0 samples in {profile.sampling.duration_s:.1f} s: {idle}; the PID may be a "
+        "launcher or shell rather than the Python rank (check with gilprof ps); or sampling "
+        "was too short (-d)"
+    )
+
+
+def refuse_empty(profile: Profile, what: str) -> None:
+    """UsageError (exit 2) for an empty profile: its shares are 0/0, no change can be judged."""
+    reason = why_empty(profile)
+    if reason is not None:
+        raise UsageError(f"{what} has no samples, nothing to judge ({profile.label}): {reason}")

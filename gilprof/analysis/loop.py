@@ -1,0 +1,314 @@
+"""Where the step loop's thread spends its time: which thread it is, and its split into host
+work and waiting for the device (gilprof.analysis.verdict decides from this).
+
+- host work: holding the GIL, waiting for it, or running native code without it;
+- waiting for the device: a frame named like a device wait (`synchronize`, `Event.wait`,
+  `Condition.wait`, CUDA synchronize calls, and the recipe's `[steps] device_wait`), or, in
+  contention mode, a thread asleep or in a lock/condition wait (not in I/O);
+- other waits: I/O (select, poll, recv, read) and unclassified samples.
+
+Shares are of the loop thread's own samples (contention and wall mode record every thread at
+every tick; gil mode only the holder, so its shares are of ticks), each with a batch-means
+interval: the windows are regrouped into at most BATCHES contiguous batches, long enough to be
+nearly independent, and the share's standard error is the spread of the batch shares (the
+classic batch-means method, with a t quantile on batches - 1 degrees of freedom).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gilprof.errors import UsageError
+from gilprof.model import Frame, Mode, ThreadState
+from gilprof.profile import Profile
+from gilprof.stats import Estimate, batch_windows, t_quantile
+
+CONFIDENCE = 0.95
+# Few, long batches: compare's windows-as-batches estimator (ratio_mean_ci) inflates its
+# interval by the windows' lag-1 autocorrelation, which 10 short windows of a drifting loop
+# estimate so high that the interval spans 0-100%; batching windows removes that correlation.
+BATCHES = 5
+
+
+def batch_share(numerators: list[float], denominators: list[float]) -> Estimate:
+    """sum(num)/sum(den) with a batch-means interval over at most BATCHES batches."""
+    num, den = batch_windows(numerators, denominators, BATCHES)
+    total = math.fsum(den)
+    value = math.fsum(num) / total
+    count = len(num)
+    if count < 2:
+        return Estimate(value, -math.inf, math.inf, math.inf, 0.0)
+    # Linearized ratio variance, batches weighted by their denominators.
+    residual_sq = math.fsum(((n - value * d) / total) ** 2 for n, d in zip(num, den, strict=True))
+    stderr = math.sqrt(count / (count - 1) * residual_sq)
+    half = t_quantile(0.5 + CONFIDENCE / 2, count - 1) * stderr
+    return Estimate(value, value - half, value + half, stderr, float(count - 1))
+
+
+# Frames that block until the device (or a simulated one) is done. Bare names match
+# qualnames (`Event.synchronize`, `torch.cuda.synchronize`); native CUDA runtime/driver
+# waits show up with --native.
+DEVICE_WAIT_FUNCTIONS = (
+    "synchronize",
+    "Event.wait",
+    "Condition.wait",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaDeviceSynchronize",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cuCtxSynchronize",
+)
+# Native leaves of an idle thread that wait for I/O, not for the device.
+_IO_WAIT = frozenset(
+    {
+        "select",
+        "__select",
+        "pselect",
+        "poll",
+        "__poll",
+        "ppoll",
+        "epoll_wait",
+        "epoll_pwait",
+        "read",
+        "__read",
+        "recv",
+        "__recv",
+        "recvfrom",
+        "recvmsg",
+        "accept",
+        "accept4",
+        "__libc_recv",
+        "__libc_read",
+        "connect",
+        "__connect",
+        "wait4",
+        "waitpid",
+        "sigwait",
+        "sigtimedwait",
+        "pause",
+    }
+)
+_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
+
+
+@dataclass(frozen=True)
+class LoopThread:
+    tid: int
+    name: str
+    chosen_by: str  # how the thread was chosen, in words
+
+
+@dataclass(frozen=True)
+class LoopTime:
+    """The loop thread's wall time split; shares of its samples (gil mode: of all ticks)."""
+
+    thread: LoopThread
+    mode: Mode
+    busy: Estimate  # host work (gil mode: the held share, a lower bound)
+    device_wait: Estimate | None  # None in gil mode: not recorded
+    held: float
+    gil_wait: float | None
+    native: float | None
+    other_wait: float | None  # I/O waits and unclassified samples
+    utilization: float | None  # gil mode: share of ticks with any GIL holder
+    samples: int
+    windows: int
+
+
+def _label(profile: Profile, tid: int) -> str:
+    return profile.threads.get(tid) or f"tid {tid}"
+
+
+def _is_device_wait(frames: Sequence[Frame], state: ThreadState, names: Sequence[str]) -> bool:
+    if state in (ThreadState.HELD, ThreadState.WAITING):
+        return False  # holding or wanting the GIL, even inside a wait function: host work
+    if any(f.matches(name) for f in frames for name in names):
+        return True  # wall mode (no state), or native/idle inside a named wait
+    if state is not ThreadState.IDLE:
+        return False
+    # Contention mode: an idle thread asleep or in a lock/condition wait (not in I/O).
+    innermost = max((i for i, f in enumerate(frames) if f.is_python), default=-1)
+    tail = [f.name for f in frames[innermost + 1 :] if not _HEX.match(f.name)]
+    return innermost >= 0 and not (tail and tail[-1] in _IO_WAIT)
+
+
+def _busy_state(state: ThreadState) -> bool:
+    return state in (
+        ThreadState.HELD,
+        ThreadState.WAITING,
+        ThreadState.NATIVE,
+        ThreadState.ACTIVE,
+        ThreadState.UNKNOWN,
+    )
+
+
+def _thread_samples(profile: Profile) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for index, count in profile.total_counts().items():
+        tid = profile.stacks[index].tid
+        out[tid] = out.get(tid, 0) + count
+    return out
+
+
+def _watched_tids(profile: Profile, watch: Sequence[str]) -> set[int]:
+    tids = set()
+    for index in profile.total_counts():
+        stack = profile.stacks[index]
+        if stack.tid not in tids and any(
+            f.matches(w) for f in profile.stack_frames(index) for w in watch
+        ):
+            tids.add(stack.tid)
+    return tids
+
+
+def choose_loop_thread(
+    profile: Profile,
+    pattern: str | None,
+    recipe_pattern: str | None,
+    watch: Sequence[str],
+    device_wait: Sequence[str],
+) -> LoopThread:
+    """The regex's thread; else the recipe's; else the busiest thread running the loop.
+
+    The heuristic is measured, not named: the thread with the largest busy share (gil mode:
+    held share) among threads whose stacks contain a watched function (the functions the
+    loop runs each step: recipe, --watch and the default watch list); among all threads
+    when none does. Device waits do not qualify a thread: helper threads wait too.
+    """
+    counts = _thread_samples(profile)
+    labels = {tid: _label(profile, tid) for tid in counts}
+    for given, source in ((pattern, "--loop-thread"), (recipe_pattern, "the recipe's loop_thread")):
+        if not given:
+            continue
+        try:
+            regex = re.compile(given)
+        except re.error as exc:
+            raise UsageError(f"{source} {given!r} is not a valid regex: {exc}") from None
+        matched = [tid for tid, name in labels.items() if regex.search(name)]
+        if not matched:
+            known = ", ".join(sorted(set(labels.values()))) or "none"
+            raise UsageError(f"{source} {given!r} matches no sampled thread; threads: {known}")
+        tid = max(matched, key=lambda t: (counts[t], -t))
+        extra = f" ({len(matched)} matched; the most sampled)" if len(matched) > 1 else ""
+        return LoopThread(tid, labels[tid], f"{source} {given!r}{extra}")
+    if not counts:
+        raise UsageError("the profile has no samples: no loop thread to judge")
+    busy = _busy_counts(profile, device_wait)
+    with_loop = _watched_tids(profile, tuple(watch))
+    pool = [tid for tid in counts if tid in with_loop] or list(counts)
+
+    def score(tid: int) -> float:
+        return (
+            busy.get(tid, 0) / counts[tid] if profile.sampling.mode is not Mode.GIL else counts[tid]
+        )
+
+    tid = max(pool, key=lambda t: (score(t), -t))
+    why = "running a watched function" if tid in with_loop else "no thread ran a watched function"
+    measure = "held share" if profile.sampling.mode is Mode.GIL else "busy share"
+    return LoopThread(
+        tid, labels[tid], f"largest {measure} among threads {why} (--loop-thread REGEX to choose)"
+    )
+
+
+def _busy_counts(profile: Profile, device_wait: Sequence[str]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for index, count in profile.total_counts().items():
+        stack = profile.stacks[index]
+        if _busy_state(stack.state) and not _is_device_wait(
+            profile.stack_frames(index), stack.state, device_wait
+        ):
+            out[stack.tid] = out.get(stack.tid, 0) + count
+    return out
+
+
+def loop_time(
+    profile: Profile, thread: LoopThread, device_wait: Iterable[str] = DEVICE_WAIT_FUNCTIONS
+) -> LoopTime:
+    """Split the loop thread's sampled time into host work and device wait, per window."""
+    names = tuple(dict.fromkeys(device_wait))
+    mode = profile.sampling.mode
+    kinds: dict[int, str] = {}  # stack index -> busy / device / other, for this thread
+    held_total = gil_wait = native = other = 0
+    busy_num: list[float] = []
+    device_num: list[float] = []
+    dens: list[float] = []
+    all_held: list[float] = []
+    samples = 0
+    for window in profile.windows:
+        b = d = n = h_all = 0
+        for index, count in window.counts.items():
+            stack = profile.stacks[index]
+            if stack.state is ThreadState.HELD:
+                h_all += count
+            if stack.tid != thread.tid:
+                continue
+            kind = kinds.get(index)
+            if kind is None:
+                frames = profile.stack_frames(index)
+                if _is_device_wait(frames, stack.state, names):
+                    kind = "device"
+                elif _busy_state(stack.state):
+                    kind = "busy"
+                else:
+                    kind = "other"
+                kinds[index] = kind
+            n += count
+            if kind == "busy":
+                b += count
+                held_total += count if stack.state is ThreadState.HELD else 0
+                gil_wait += count if stack.state is ThreadState.WAITING else 0
+                native += count if stack.state is ThreadState.NATIVE else 0
+            elif kind == "device":
+                d += count
+            else:
+                other += count
+        samples += n
+        busy_num.append(b)
+        device_num.append(d)
+        all_held.append(h_all)
+        # gil mode records only the holder: shares are of ticks, not of this thread's samples.
+        dens.append(window.ticks if mode is Mode.GIL else n)
+    usable = [i for i, den in enumerate(dens) if den > 0]
+    if not usable:
+        raise UsageError(f"the loop thread {thread.name!r} has no samples in the profile")
+
+    def pick(values: list[float]) -> list[float]:
+        return [values[i] for i in usable]
+
+    den = pick(dens)
+    busy = batch_share(pick(busy_num), den)
+    total = sum(den)
+    if mode is Mode.GIL:
+        utilization = min(1.0, sum(pick(all_held)) / total)
+        return LoopTime(
+            thread,
+            mode,
+            busy,
+            None,
+            busy.value,
+            None,
+            None,
+            None,
+            utilization,
+            samples,
+            len(usable),
+        )
+    device = batch_share(pick(device_num), den)
+    contention = mode is Mode.CONTENTION
+    return LoopTime(
+        thread,
+        mode,
+        busy,
+        device,
+        held_total / total if contention else 0.0,
+        gil_wait / total if contention else None,
+        native / total if contention else None,
+        other / total,
+        None,
+        samples,
+        len(usable),
+    )

@@ -1,0 +1,237 @@
+"""Host-bound or device-bound, decided from where the step loop's thread spends its time.
+
+An iteration log cannot tell: under an overlap scheduler a loop paced by the device logs
+device ~ host just as a loop paced by the host does. The loop thread's wall time can. It
+splits into
+
+- host work: holding the GIL, waiting for it, or running native code without it;
+- waiting for the device: blocked in a device wait (a frame named like a device wait:
+  `synchronize`, `Event.wait`, `Condition.wait` and the recipe's `[steps] device_wait`,
+  or, in contention mode, a thread asleep in a sleep or a lock/condition wait);
+- other waits (I/O: select, poll, recv, read) and unclassified samples.
+
+Shares are of the loop thread's own samples (contention and wall mode record every thread
+at every tick), each with a batch-means interval over the sampling windows
+(gilprof.stats.ratio_mean_ci), so the decision margin comes from the sampling error:
+
+- **device**: the device-wait share's interval lies at or above DEVICE_MATERIAL (25%);
+- **host**: its estimate is below DEVICE_NEGLIGIBLE (10%), its interval rules out 25%, and
+  the busy share's lower bound is at least HOST_MOST (50%);
+- **mixed**: the device-wait interval lies at or above 10% but not wholly above 25%;
+- **undetermined**: anything else, with the reason and the command that would decide.
+
+gil mode records only the GIL holder: the loop's held share H is a lower bound of its host
+work and 1 - H an upper bound of its device wait, so gil mode says **host** only when H's
+lower bound reaches 1 - DEVICE_NEGLIGIBLE (90%) and is otherwise undetermined.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gilprof.analysis.loop import (
+    DEVICE_WAIT_FUNCTIONS,
+    LoopTime,
+    choose_loop_thread,
+    loop_time,
+)
+from gilprof.errors import UsageError
+from gilprof.profile import Profile
+from gilprof.stats import Estimate
+
+HOST, DEVICE, MIXED, UNDETERMINED = "host", "device", "mixed", "undetermined"
+DEVICE_MATERIAL = 0.25  # waits for the device at least this share of the step: device-bound
+DEVICE_NEGLIGIBLE = 0.10  # waits less: the device does not pace the loop
+HOST_MOST = 0.50  # busy on the host for most of the step
+
+
+@dataclass(frozen=True)
+class Verdict:
+    bound: str
+    thread: str
+    busy_share: float
+    device_wait_share: float | None
+    host_step_p50_ms: float
+    device_step_p50_ms: float | None
+    reason: str
+    command: str | None  # what would decide it (undetermined), or None
+    loop: LoopTime
+
+    @property
+    def headline(self) -> str:
+        """One line: the bound, the loop thread and its shares."""
+        device = (
+            ""
+            if self.device_wait_share is None
+            else f", waiting for the device {_pct(self.device_wait_share)}"
+        )
+        what = {
+            HOST: "host-bound",
+            DEVICE: "device-bound",
+            MIXED: "mixed (host and device)",
+            UNDETERMINED: "undetermined",
+        }[self.bound]
+        busy = "held the GIL" if self.device_wait_share is None else "busy on the host"
+        return (
+            f"{what}: loop thread {self.thread} {busy} {_pct(self.busy_share)}{device}; "
+            f"host step p50 {self.host_step_p50_ms:.1f} ms"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "bound": self.bound,
+            "thread": self.thread,
+            "busy_share": round(self.busy_share, 4),
+            "device_wait_share": (
+                None if self.device_wait_share is None else round(self.device_wait_share, 4)
+            ),
+            "host_step_p50_ms": round(self.host_step_p50_ms, 3),
+            "device_step_p50_ms": (
+                None if self.device_step_p50_ms is None else round(self.device_step_p50_ms, 3)
+            ),
+            "reason": self.reason,
+            "command": self.command,
+            "thread_chosen_by": self.loop.thread.chosen_by,
+            "mode": str(self.loop.mode),
+            "busy_interval": _interval_json(self.loop.busy),
+            "device_wait_interval": (
+                None if self.loop.device_wait is None else _interval_json(self.loop.device_wait)
+            ),
+        }
+
+
+def _interval_json(e: Estimate) -> list[float | None]:
+    return [
+        None if not math.isfinite(e.low) else round(max(0.0, e.low), 4),
+        None if not math.isfinite(e.high) else round(min(1.0, e.high), 4),
+    ]
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.0f}%"
+
+
+def _ci(e: Estimate) -> str:
+    if not math.isfinite(e.low):
+        return "no interval: fewer than 2 windows"
+    return f"95% CI {_pct(max(0.0, e.low))}-{_pct(min(1.0, e.high))}"
+
+
+def decide(
+    loop: LoopTime,
+    host_step_p50_ms: float,
+    device_step_p50_ms: float | None,
+    target_hint: str = "--rank 0",
+) -> Verdict:
+    """The verdict with its reason and, when undetermined, the command that would decide."""
+    name = loop.thread.name
+    resample = (
+        f"gilprof attach {target_hint} --mode contention -d 20 -o loop.json "
+        f"(or --mode wall), then gilprof report loop.json --steps LOG"
+    )
+    bound, command = UNDETERMINED, None
+    busy = loop.busy
+    if loop.device_wait is None:
+        utilization = loop.utilization or 0.0
+        others = max(0.0, utilization - busy.value)
+        floor = 1 - DEVICE_NEGLIGIBLE
+        head = (
+            f"{name} held the GIL {_pct(busy.value)} of the time ({_ci(busy)}); gil mode "
+            f"records only the holder, so its other {_pct(1 - busy.value)} is waiting for "
+            f"the GIL (at most {_pct(others)}: other threads held it), native code or "
+            f"waiting for the device (at least {_pct(max(0.0, 1 - utilization))}), which "
+            "gil mode cannot tell apart"
+        )
+        if math.isfinite(busy.low) and busy.low >= floor:
+            bound = HOST
+            reason = (
+                f"{head}; held {_pct(busy.value)} >= {_pct(floor)} leaves under "
+                f"{_pct(DEVICE_NEGLIGIBLE)} for any device wait: host-bound"
+            )
+        else:
+            reason = f"{head}: undetermined"
+            command = resample
+    else:
+        device = loop.device_wait
+        parts = [f"busy on the host {_pct(busy.value)} ({_ci(busy)})"]
+        if loop.gil_wait is not None:
+            parts.append(
+                f"held {_pct(loop.held)}, waiting for the GIL {_pct(loop.gil_wait)}, "
+                f"native {_pct(loop.native or 0.0)}"
+            )
+        parts.append(f"waiting for the device {_pct(device.value)} ({_ci(device)})")
+        if loop.other_wait:
+            parts.append(f"other waits (I/O, unclassified) {_pct(loop.other_wait)}")
+        head = f"{name}: " + "; ".join(parts)
+        if not math.isfinite(device.low):
+            reason = f"{head}: undetermined (one sampling window gives no interval)"
+            command = "sample longer than two windows (-d at least 2x --window)"
+        elif device.low >= DEVICE_MATERIAL:
+            bound = DEVICE
+            reason = (
+                f"{head}: it waits for the device at least {_pct(DEVICE_MATERIAL)} of the "
+                "time, so the device paces the step: device-bound"
+            )
+        elif (
+            device.value < DEVICE_NEGLIGIBLE
+            and device.high < DEVICE_MATERIAL
+            and busy.low >= HOST_MOST
+        ):
+            bound = HOST
+            reason = (
+                f"{head}: it is busy on the host for most of the step and waits for the "
+                f"device under {_pct(DEVICE_NEGLIGIBLE)}, the interval ruling out "
+                f"{_pct(DEVICE_MATERIAL)}: host-bound"
+            )
+        elif device.low >= DEVICE_NEGLIGIBLE:
+            bound = MIXED
+            reason = (
+                f"{head}: it waits for the device for part of the step "
+                f"({_pct(DEVICE_NEGLIGIBLE)}-{_pct(DEVICE_MATERIAL)}): both sides pace "
+                "it: mixed"
+            )
+        elif device.value < DEVICE_NEGLIGIBLE and busy.low < HOST_MOST:
+            reason = (
+                f"{head}: it is neither busy nor waiting for the device most of the "
+                "time: undetermined"
+            )
+            command = "check the loop thread (--loop-thread REGEX) and the recipe's device_wait"
+        else:
+            reason = (
+                f"{head}: the device-wait interval straddles {_pct(DEVICE_NEGLIGIBLE)} or "
+                f"{_pct(DEVICE_MATERIAL)}: undetermined"
+            )
+            command = "sample longer for a narrower interval (-d 30 or more)"
+    return Verdict(
+        bound,
+        name,
+        busy.value,
+        None if loop.device_wait is None else loop.device_wait.value,
+        host_step_p50_ms,
+        device_step_p50_ms,
+        reason,
+        command,
+        loop,
+    )
+
+
+def verdict(
+    profile: Profile,
+    host_step_p50_ms: float,
+    device_step_p50_ms: float | None,
+    *,
+    loop_thread: str | None = None,
+    recipe_loop_thread: str | None = None,
+    watch: Sequence[str] = (),
+    device_wait: Sequence[str] = (),
+) -> Verdict:
+    """Choose the loop thread, split its time, decide."""
+    if profile.sampling.samples == 0 and not any(w.counts for w in profile.windows):
+        raise UsageError("the profile has no samples: no loop thread to judge")
+    names = tuple(dict.fromkeys(DEVICE_WAIT_FUNCTIONS + tuple(device_wait)))
+    thread = choose_loop_thread(profile, loop_thread, recipe_loop_thread, watch, names)
+    rank = profile.target.rank
+    hint = f"--rank {rank}" if rank is not None else f"--pid {profile.target.pid}"
+    return decide(loop_time(profile, thread, names), host_step_p50_ms, device_step_p50_ms, hint)

@@ -1,0 +1,94 @@
+"""gilprof.profile/2 for real: a capture streams its profile window by window, standard tools
+read it, and merge/report take it alongside gilprof.profile/1 files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gilprof.errors import InputError
+from gilprof.profile import SCHEMA, Profile, load_profiles
+
+from .conftest import ROOT, WORKLOADS, gilprof_cmd, require_tool, wait_for
+
+pytestmark = pytest.mark.integration
+WORKLOAD = str(WORKLOADS / "gil_workload.py")
+LIGHT = ["--broadcast-work", "4000", "--route-work", "2000", "--ingress-work", "2000"]
+
+
+def _windows_on_disk(path) -> int:
+    try:
+        return len(Profile.load(path).windows)
+    except InputError:  # not created yet, or the header not yet written
+        return -1
+
+
+def test_capture_is_on_disk_window_by_window_and_zcat_reads_it(tmp_path, spawn):
+    target = spawn([sys.executable, WORKLOAD, "--duration", "20", *LIGHT])
+    time.sleep(0.5)
+    out = tmp_path / "c.json"
+    run = spawn(
+        gilprof_cmd(
+            "attach",
+            "--pid",
+            str(target.pid),
+            "--mode",
+            "contention",
+            "--rate",
+            "500",
+            "--window",
+            "1",
+            "-d",
+            "4",
+            "-q",
+            "-o",
+            str(out),
+        )
+    )
+    assert wait_for(lambda: _windows_on_disk(out) >= 1, timeout=30), run.stderr.read().decode()
+    during = Profile.load(out)  # while gilprof still samples: what is there, marked partial
+    assert run.poll() is None and during.sampling.partial
+    assert run.wait(timeout=30) == 0, run.stderr.read().decode()
+    done = Profile.load(out)
+    assert not done.sampling.partial and len(done.windows) > len(during.windows)
+    assert done.sampling.duration_s == pytest.approx(4.0, abs=0.6)
+
+    zcat = require_tool("zcat")
+    lines = subprocess.run([zcat, str(out)], capture_output=True, text=True, check=True).stdout
+    records = [json.loads(line) for line in lines.splitlines()]
+    assert records[0]["schema"] == SCHEMA and "end" in records[-1]
+    assert [r["window"] for r in records[1:-1]] == list(range(len(done.windows)))
+    assert all(r["runs"] for r in records[1:-1])  # per-tick states in contention mode
+    # thread ids appear once per thread in a window's runs, never per tick
+    assert all(len({run[0] for run in r["runs"]}) == len(r["runs"]) for r in records[1:-1])
+
+    # the same capture as a v1 document holds the same profile
+    old = tmp_path / "c-v1.json"
+    done.save(old)
+    assert Profile.load(old).to_dict() == done.to_dict()
+
+    # merge takes both schemas and writes a v2 bundle; report reads it
+    bundle = tmp_path / "job.gilprof"
+    merged = subprocess.run(
+        gilprof_cmd("merge", str(out), str(old), "-o", str(bundle)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(ROOT),
+    )
+    assert merged.returncode == 0, merged.stderr
+    [joined] = load_profiles(bundle)  # same pid and host: one process, windows end to end
+    assert len(joined.windows) == 2 * len(done.windows)
+    assert joined.sampling.samples == 2 * done.sampling.samples
+    report = subprocess.run(
+        gilprof_cmd("report", str(bundle), "--format", "json"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(ROOT),
+    )
+    assert report.returncode == 0, report.stderr
