@@ -117,7 +117,7 @@ def run_as_gilprof(log_path: str, argv: list[str]) -> None:
             log.flush()
         return result
 
-    PySpyBackend.sample_window = recording
+    PySpyBackend.sample_window = recording  # type: ignore[method-assign]  # record each window's cost
     cli.main(args=argv, prog_name="gilprof")
 
 

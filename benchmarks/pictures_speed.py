@@ -48,7 +48,8 @@ def contention_profile(gil: Profile, minutes: float, seed: int = 1) -> Profile:
     by_thread: dict[int, list[tuple[Any, ...]]] = {}
     for index in range(len(gil.stacks)):
         by_thread.setdefault(gil.stacks[index].tid, []).append(gil.stack_frames(index))
-    states, weights = zip(*STATE_WEIGHTS, strict=True)
+    states = [state for state, _ in STATE_WEIGHTS]
+    weights = [weight for _, weight in STATE_WEIGHTS]
     windows = int(minutes * 60 / WINDOW_S)
     for w in range(windows):
         t0 = w * WINDOW_S

@@ -8,7 +8,7 @@ that is only counted when it is statistically significant (gilprof.analysis.comp
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from gilprof.analysis.attribution import attribute
@@ -65,6 +65,29 @@ def merge_budgets(layers: list[GateBudgets]) -> GateBudgets:
         max_host_step_p50_ms=host_p50,
         max_regression=regression,
     )
+
+
+def resolve_budgets(
+    recipe: GateBudgets, budget_file: GateBudgets, flags: GateBudgets, *, has_baseline: bool
+) -> tuple[GateBudgets, str | None]:
+    """The budgets to check (recipe < budget file < flags) and a note for the user, if any.
+
+    A recipe's max_regression is a default for runs with a baseline: without one it is dropped,
+    and said so. A budget file's or a flag's without a baseline is the user's error.
+    """
+    if budget_file.max_regression is not None and not has_baseline:
+        raise UsageError(
+            "the budget file sets max_regression, which needs a baseline profile "
+            "(--baseline PROFILE)"
+        )
+    budgets = merge_budgets([recipe, budget_file, flags])
+    if has_baseline or flags.max_regression is not None or budgets.max_regression is None:
+        return budgets, None
+    note = (
+        f"the recipe's max_regression ({budgets.max_regression:g}%) is not checked "
+        "without --baseline"
+    )
+    return replace(budgets, max_regression=None), note
 
 
 def _pick(new: float | None, old: float | None) -> float | None:

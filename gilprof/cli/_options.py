@@ -9,6 +9,7 @@ import click
 
 from gilprof.model import Mode
 from gilprof.sampling.session import DEFAULT_WINDOW_S
+from gilprof.steps import DEFAULT_SKIP_WARMUP
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,6 +74,66 @@ def format_option(
             show_default=True,
             metavar="FORMAT",
             help=f"Output format: {describe_formats(kind, *extra_kinds)}.",
+        )(func)
+
+    return decorate
+
+
+def skip_warmup_option(func: F) -> F:
+    """--skip-warmup N, one default for every command that reads iteration logs."""
+    return click.option(
+        "--skip-warmup",
+        type=click.IntRange(min=0),
+        default=DEFAULT_SKIP_WARMUP,
+        show_default=True,
+        metavar="N",
+        help="Drop the first N iterations of each rank (warm-up, CUDA graph capture).",
+    )(func)
+
+
+def steps_rank_option(func: F) -> F:
+    return click.option(
+        "--steps-rank",
+        type=int,
+        metavar="R",
+        help="Rank in the iteration log (default: the profile's rank, else 0).",
+    )(func)
+
+
+def watch_options(func: F) -> F:
+    """--watch FUNC (repeatable) and --no-default-watch."""
+    for option in reversed(
+        (
+            click.option(
+                "--watch",
+                multiple=True,
+                metavar="FUNC",
+                help="Also watch this function (repeatable); bare names match qualnames.",
+            ),
+            click.option(
+                "--no-default-watch",
+                is_flag=True,
+                help="Do not watch safe_broadcast and _balance_requests_across_ranks.",
+            ),
+        )
+    ):
+        func = option(func)
+    return func
+
+
+def output_option(func: F) -> F:
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False),
+        help="Write to this file (atomically) instead of stdout.",
+    )(func)
+
+
+def top_option(default: int, what: str = "Function rows to show.") -> Callable[[F], F]:
+    def decorate(func: F) -> F:
+        return click.option(
+            "--top", type=click.IntRange(min=1), default=default, show_default=True, help=what
         )(func)
 
     return decorate

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
+from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.recipes import Recipe, load_recipe
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,3 +30,14 @@ def recipe_option(func: F) -> F:
 def given(ctx: click.Context, name: str) -> bool:
     """True when the user set option `name` (on the command line or from the environment)."""
     return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+
+
+def watch_list(
+    recipe: Recipe | None, watch: Sequence[str], *, defaults: bool = True
+) -> tuple[str, ...]:
+    """Functions to watch: the defaults (unless --no-default-watch), the recipe's, then --watch."""
+    return (
+        (DEFAULT_WATCH if defaults else ())
+        + (recipe.watch_names() if recipe else ())
+        + tuple(watch)
+    )

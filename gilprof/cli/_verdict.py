@@ -11,7 +11,7 @@ import click
 from gilprof.analysis.verdict import Verdict, verdict
 from gilprof.profile import Profile
 from gilprof.recipes import Recipe
-from gilprof.steps import RankSteps
+from gilprof.steps import RankSteps, rank_steps
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,4 +59,28 @@ def judge(
         recipe_loop_thread=spec.loop_thread if spec else None,
         watch=watch,
         device_wait=tuple(device_wait) + (spec.device_wait if spec else ()),
+    )
+
+
+def verdict_from_log(
+    profile: Profile,
+    steps_log: str,
+    *,
+    steps_rank: int | None,
+    skip_warmup: int,
+    loop_thread: str | None,
+    device_wait: Sequence[str],
+    recipe: Recipe | None,
+    watch: Sequence[str],
+) -> Verdict:
+    """The verdict for a profile and the iteration log of its rank (the profile's, else 0)."""
+    rank = steps_rank if steps_rank is not None else (profile.target.rank or 0)
+    steps = rank_steps(steps_log, rank, skip_warmup)
+    return judge(
+        profile,
+        steps,
+        loop_thread=loop_thread,
+        device_wait=device_wait,
+        recipe=recipe,
+        watch=watch,
     )

@@ -6,7 +6,7 @@ import shutil
 
 import click
 
-import gilprof.renderers.bench_reference  # noqa: F401  (registers the "bench_reference" renderers)
+from gilprof.cli._options import format_option
 from gilprof.reference.bench import BENCHMARKS, BenchPlan, run_bench
 from gilprof.renderers import render
 
@@ -43,7 +43,8 @@ from gilprof.renderers import render
     metavar="SECONDS",
     help="Give up on the MPI part after this long (its processes are killed).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
+@format_option("bench_reference", "table")
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as --format json.")
 def command(
     ranks: int,
     repeats: int | None,
@@ -51,6 +52,7 @@ def command(
     only: str | None,
     seed: int,
     timeout: float,
+    fmt: str,
     as_json: bool,
 ) -> None:
     """Time known rank-0 hot spots before and after their fixes.
@@ -72,7 +74,7 @@ def command(
     \b
     Examples:
       gilprof bench-reference                      # full sizes, 4 ranks, a table
-      gilprof bench-reference --quick --json       # small sizes, JSON for scripts
+      gilprof bench-reference --quick --format json  # small sizes, JSON for scripts
       gilprof bench-reference --only router --repeats 15
       gilprof bench-reference --ranks 2            # fewer ranks than cores: less noise
 
@@ -84,6 +86,4 @@ def command(
     plan = make_plan(ranks=ranks, repeats=repeats, seed=seed)
     result = run_bench(plan, only=only, timeout=timeout)
     width = max(100, min(200, shutil.get_terminal_size((120, 24)).columns))
-    click.echo(
-        render("bench_reference", "json" if as_json else "table", result, width=width), nl=False
-    )
+    click.echo(render("bench_reference", "json" if as_json else fmt, result, width=width), nl=False)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import click
 
-from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.analysis.compare import compare_profiles
 from gilprof.analysis.verdict import Verdict
-from gilprof.cli._options import format_option
+from gilprof.cli._options import (
+    format_option,
+    output_option,
+    skip_warmup_option,
+    steps_rank_option,
+    top_option,
+    watch_options,
+)
 from gilprof.cli._output import emit
-from gilprof.cli._recipe import recipe_option
+from gilprof.cli._recipe import recipe_option, watch_list
 from gilprof.cli._verdict import judge, loop_options
 from gilprof.errors import UsageError
 from gilprof.profile import Profile
@@ -23,34 +29,16 @@ from gilprof.steps import rank_steps
 @click.argument("after", type=click.Path())
 @click.option("--steps-before", type=click.Path(), help="Iteration log of the before run.")
 @click.option("--steps-after", type=click.Path(), help="Iteration log of the after run.")
-@click.option(
-    "--steps-rank",
-    type=int,
-    help="Rank whose step times to compare (default: the profiles' rank, else 0).",
-)
-@click.option(
-    "--skip-warmup",
-    type=click.IntRange(min=0),
-    default=3,
-    show_default=True,
-    help="Iterations to drop per rank.",
-)
+@steps_rank_option
+@skip_warmup_option
 @click.option("--by-thread", is_flag=True, help="Compare functions per thread.")
-@click.option("--watch", multiple=True, help="Also watch this function (repeatable).")
-@click.option(
-    "--top",
-    type=click.IntRange(min=1),
-    default=30,
-    show_default=True,
-    help="Function rows to show.",
-)
+@watch_options
+@top_option(30)
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
 @loop_options
 @format_option("compare", "table")
 @recipe_option
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout."
-)
+@output_option
 def command(
     before: str,
     after: str,
@@ -60,6 +48,7 @@ def command(
     skip_warmup: int,
     by_thread: bool,
     watch: tuple[str, ...],
+    no_default_watch: bool,
     top: int,
     confidence: float,
     loop_thread: str | None,
@@ -92,7 +81,7 @@ def command(
         rank = steps_rank if steps_rank is not None else (b.target.rank or 0)
         sb = rank_steps(steps_before, rank, skip_warmup)
         sa = rank_steps(steps_after, rank, skip_warmup)
-    watched = DEFAULT_WATCH + (recipe.watch_names() if recipe else ()) + watch
+    watched = watch_list(recipe, watch, defaults=not no_default_watch)
     comparison = compare_profiles(
         b,
         a,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
+from gilprof.cli._options import format_option
 from gilprof.errors import InputError, UsageError
 from gilprof.lint import DEFAULT_GETTERS, lint_paths
-from gilprof.renderers import formats, render
+from gilprof.renderers import render
 
 
 def _recipe_getters(name: str | None) -> tuple[str, ...]:
@@ -21,14 +22,7 @@ def _recipe_getters(name: str | None) -> tuple[str, ...]:
 
 @click.command("lint")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(formats("lint")),
-    default="text",
-    show_default=True,
-    help="text: one finding a line; json: schema gilprof.lint/1; sarif: SARIF 2.1.0.",
-)
+@format_option("lint", "table")
 @click.option(
     "--getter",
     "getters",

@@ -2,63 +2,45 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from gilprof.analysis.attribution import DEFAULT_WATCH, attribute
+from gilprof.analysis.attribution import attribute
 from gilprof.analysis.contention import analyze
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.ranks import compare_ranks
-from gilprof.cli._output import write_bytes_atomic
-from gilprof.cli._recipe import recipe_option
-from gilprof.cli._verdict import judge, loop_options
+from gilprof.cli._options import (
+    format_option,
+    output_option,
+    skip_warmup_option,
+    steps_rank_option,
+    top_option,
+    watch_options,
+)
+from gilprof.cli._output import emit
+from gilprof.cli._recipe import recipe_option, watch_list
+from gilprof.cli._verdict import loop_options, verdict_from_log
 from gilprof.errors import UsageError
 from gilprof.model import Mode
-from gilprof.profile import load_profiles, write_text_atomic
+from gilprof.profile import load_profiles
 from gilprof.recipes import Recipe
-from gilprof.renderers import formats, render
+from gilprof.renderers import info
 from gilprof.renderers.report import ReportData
-from gilprof.steps import rank_steps
 
 
 @click.command("report")
 @click.argument("profiles", nargs=-1, required=True, type=click.Path())
-@click.option(
-    "--format",
-    "fmt",
-    default="table",
-    show_default=True,
-    help="table, json, markdown, collapsed (flamegraph.pl/inferno) or speedscope.",
-)
-@click.option(
-    "--top",
-    type=click.IntRange(min=1),
-    default=20,
-    show_default=True,
-    help="Function rows to show, by self share (json lists every function).",
-)
+@format_option("report", "table")
+@top_option(20, "Function rows to show, by self share (json lists every function).")
 @click.option(
     "--all-frames",
     is_flag=True,
-    help="Keep thread-bootstrap (Thread._bootstrap, Thread.run) and <module> frames in the function list.",
+    help="Keep thread-bootstrap (Thread._bootstrap, Thread.run) and <module> frames.",
 )
 @click.option(
-    "--steps",
-    "steps_log",
-    type=click.Path(),
-    help="Iteration log of the profiled rank: adds the host/device verdict.",
+    "--steps", "steps_log", type=click.Path(), help="Iteration log: adds the host/device verdict."
 )
-@click.option(
-    "--steps-rank", type=int, help="Rank in the log (default: the profile's rank, else 0)."
-)
-@click.option(
-    "--skip-warmup",
-    type=click.IntRange(min=0),
-    default=3,
-    show_default=True,
-    help="Iterations to drop from the log.",
-)
+@steps_rank_option
+@skip_warmup_option
 @loop_options
 @click.option("--by-thread", is_flag=True, help="Attribute functions per thread.")
 @click.option("--thread", "thread_pattern", help="Only threads whose name matches this regex.")
@@ -66,22 +48,11 @@ from gilprof.steps import rank_steps
 @click.option(
     "--contention",
     is_flag=True,
-    help="GIL wait per thread and function, and the blame matrix (needs a --mode contention profile).",
+    help="GIL wait per thread and function, and the blame matrix (--mode contention profiles).",
 )
-@click.option(
-    "--watch",
-    multiple=True,
-    help="Also watch this function (repeatable); bare names match qualnames.",
-)
-@click.option(
-    "--no-default-watch",
-    is_flag=True,
-    help="Do not watch safe_broadcast and _balance_requests_across_ranks.",
-)
+@watch_options
 @recipe_option
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout."
-)
+@output_option
 def command(
     profiles: tuple[str, ...],
     fmt: str,
@@ -108,8 +79,8 @@ def command(
       gilprof report rank0.json                       # table: utilization, threads, functions, watch
       gilprof report rank0.json --by-thread --top 20
       gilprof report rank0.json --thread executor --lines
-      gilprof report rank0.json --format json         # the gilprof.report/1 contract
-      gilprof report rank0.json --format speedscope -o rank0.speedscope.json
+      gilprof report rank0.json --format html -o rank0.html   # flame graph + tables, one file
+      gilprof report rank0.json --format pprof -o rank0.pb.gz # go tool pprof, Pyroscope, Parca
       gilprof report prof/rank*.json                  # ranks side by side, rank-0 excess
       gilprof report rank0.json --steps rank0.log     # + host-bound or device-bound, and why
 
@@ -124,87 +95,47 @@ def command(
     show the device waits too.
     """
     loaded_all = [p for path in profiles for p in load_profiles(path)]
-    kind = "report" if len(loaded_all) == 1 else "ranks"
-    if fmt not in formats(kind):
-        raise UsageError(
-            f"unknown format {fmt!r} for {'one profile' if kind == 'report' else 'several profiles'}; "
-            f"known: {', '.join(formats(kind))}"
-        )
-    watched = (
-        (() if no_default_watch else DEFAULT_WATCH)
-        + (recipe.watch_names() if recipe else ())
-        + watch
-    )
-    color = output is None and sys.stdout.isatty()
-    if kind == "ranks":
+    watched = watch_list(recipe, watch, defaults=not no_default_watch)
+    if len(loaded_all) > 1:
+        info("ranks", fmt)  # one clear line when a format has no several-rank form
         if steps_log:
             raise UsageError("--steps needs one profile (the rank whose log it is)")
-        text = render(
-            "ranks", fmt, compare_ranks(loaded_all, top=top or 25, watch=watched), color=color
-        )
-        _emit(text, output)
+        emit("ranks", fmt, output, compare_ranks(loaded_all, top=top, watch=watched))
         return
     loaded = loaded_all[0]
+    info("report", fmt)
     warning = why_empty(loaded)
     if warning:
         click.echo(f"gilprof: warning: {profiles[0]}: {warning}", err=True)
-    attribution = attribute(
-        loaded,
-        by_thread=by_thread,
-        lines=lines,
-        thread_pattern=thread_pattern,
-        watch=watched,
-        top=None,
-    )
+    if contention and loaded.sampling.mode is not Mode.CONTENTION:
+        raise UsageError(
+            f"--contention needs a profile sampled with --mode contention; {profiles[0]} is "
+            f"{loaded.sampling.mode} mode, which records who holds the GIL but not who waits"
+        )
     verdict = None
     if steps_log:
-        steps = rank_steps(
-            steps_log,
-            steps_rank if steps_rank is not None else (loaded.target.rank or 0),
-            skip_warmup,
-        )
-        verdict = judge(
+        verdict = verdict_from_log(
             loaded,
-            steps,
+            steps_log,
+            steps_rank=steps_rank,
+            skip_warmup=skip_warmup,
             loop_thread=loop_thread,
             device_wait=device_wait,
             recipe=recipe,
             watch=watched,
         )
-    analysis = None
-    if contention:
-        if loaded.sampling.mode is not Mode.CONTENTION:
-            raise UsageError(
-                f"--contention needs a profile sampled with --mode contention; "
-                f"{profiles[0]} is {loaded.sampling.mode} mode, which records who holds "
-                "the GIL but not who waits for it"
-            )
-        analysis = analyze(loaded)
-    notes = {w.function: (w.why, w.fix) for w in recipe.watch} if recipe else {}
-    text = render(
-        "report",
-        fmt,
-        ReportData(
-            loaded,
-            attribution,
-            lines,
-            analysis,
-            notes,
-            verdict=verdict,
-            top=top,
-            all_frames=all_frames,
-        ),
-        color=color,
+    attribution = attribute(
+        loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern, watch=watched
     )
-    _emit(text, output)
-
-
-def _emit(text: str | bytes, output: str | None) -> None:
-    if isinstance(text, bytes):  # a binary format (pprof)
-        if not output:
-            raise UsageError("this --format writes binary data: give -o FILE")
-        write_bytes_atomic(output, text)
-    elif output:
-        write_text_atomic(output, text)
-    else:
-        click.echo(text, nl=False)
+    notes = {w.function: (w.why, w.fix) for w in recipe.watch} if recipe else {}
+    data = ReportData(
+        loaded,
+        attribution,
+        lines,
+        analyze(loaded) if contention else None,
+        notes,
+        verdict=verdict,
+        top=top,
+        all_frames=all_frames,
+    )
+    emit("report", fmt, output, data)

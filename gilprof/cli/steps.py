@@ -6,20 +6,14 @@ import shutil
 
 import click
 
+from gilprof.cli._options import format_option, skip_warmup_option
 from gilprof.renderers import render
 from gilprof.steps import summarize_logs
 
 
 @click.command("steps")
 @click.argument("logs", nargs=-1, required=True, metavar="LOG...")
-@click.option(
-    "--skip-warmup",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    metavar="N",
-    help="Drop the first N iterations of each rank (warm-up, CUDA graph capture).",
-)
+@skip_warmup_option
 @click.option("--rank", type=int, default=None, metavar="R", help="Only this (global) rank.")
 @click.option(
     "--near-ratio",
@@ -31,14 +25,7 @@ from gilprof.steps import summarize_logs
     metavar="F",
     help="Read p50(device) / p50(host) >= F as device ~ host (--host-bound-ratio: old name).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json", "markdown"]),
-    default="table",
-    show_default=True,
-    help="Output format; json follows the schema gilprof.steps/2.",
-)
+@format_option("steps", "table")
 def command(
     logs: tuple[str, ...],
     skip_warmup: int,

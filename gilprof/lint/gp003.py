@@ -1,8 +1,8 @@
 """GP003: a length compared with a value just computed from it, a check that cannot fail.
 
 A must-analysis over each scope (`_DeadLengthFlow`) tracks facts `n == len(x)`, killed by
-rebinding either name or by anything that may resize `x`. Two extensions follow the seed's
-broadcast: a length stored into an item of a header array (`header[:] = (1, n, k)`) and read
+rebinding either name or by anything that may resize `x`. Two extensions follow TensorRT-LLM's
+safe_broadcast: a length stored into an item of a header array (`header[:] = (1, n, k)`) and read
 back from it (`n = int(header[1])`) is still that length on the rank that wrote it, across a
 broadcast of the header (which the root only sends); and a container the scope cannot see all
 of (a parameter, a module global, another object's attribute, a call's result) loses its facts
@@ -17,7 +17,15 @@ from collections.abc import Callable, Sequence
 from gilprof.lint.flow import Flow
 from gilprof.lint.gp001 import PickleNames
 from gilprof.lint.model import RawFinding
-from gilprof.lint.syntax import COMPREHENSIONS, FUNCTION_NODES, Scope, call_name, root_test, short
+from gilprof.lint.syntax import (
+    COMPREHENSIONS,
+    FUNCTION_NODES,
+    Scope,
+    bindings,
+    call_name,
+    root_test,
+    short,
+)
 
 # A pure `if` test as text, which way it went, and the names whose rebinding voids it.
 _Guard = tuple[str, bool, frozenset[str]]
@@ -97,7 +105,7 @@ class _DeadLengthFlow(Flow[_Facts]):
     """Must-analysis: which `n = len(x)` facts hold, killed by rebinding or resizing.
 
     A fact set in one branch of a pure test survives the merge guarded by that test, and
-    becomes unconditional again inside a later branch on the same test: the seed sets the size
+    becomes unconditional again inside a later branch on the same test: safe_broadcast sets the size
     under `if rank == root:` and compares it under a second `if rank == root:`.
     """
 
@@ -378,32 +386,6 @@ def _fresh(value: ast.expr | None) -> bool:
     return isinstance(value, ast.Call) and call_name(value) in _FRESH_CALLS
 
 
-def _bindings(node: ast.AST) -> list[tuple[ast.expr, ast.expr | None]]:
-    """(target, value) pairs a statement binds; value None when it is not one expression."""
-    if isinstance(node, ast.Assign):
-        pairs: list[tuple[ast.expr, ast.expr | None]] = []
-        value = node.value
-        for target in node.targets:
-            if (
-                isinstance(target, ast.Tuple)
-                and isinstance(value, ast.Tuple)
-                and len(target.elts) == len(value.elts)
-            ):
-                pairs.extend(zip(target.elts, value.elts, strict=True))
-            else:
-                pairs.append((target, value))
-        return pairs
-    if isinstance(node, ast.AnnAssign) and node.value is not None:
-        return [(node.target, node.value)]
-    if isinstance(node, ast.NamedExpr):
-        return [(node.target, node.value)]
-    if isinstance(node, (ast.For, ast.AsyncFor)):
-        return [(node.target, None)]
-    if isinstance(node, ast.withitem) and node.optional_vars is not None:
-        return [(node.optional_vars, None)]
-    return []
-
-
 def _local_names(scope: Scope, nodes: list[ast.AST]) -> frozenset[str]:
     """Names whose object only this scope can reach, so code it calls cannot resize it.
 
@@ -421,7 +403,7 @@ def _local_names(scope: Scope, nodes: list[ast.AST]) -> frozenset[str]:
         every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
         shared.update(a.arg for a in every)
     for node in nodes:
-        for target, value in _bindings(node):
+        for target, value in bindings(node):
             names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
             if isinstance(target, ast.Name) and _fresh(value):
                 fresh.update(names)

@@ -74,3 +74,29 @@ def root_test(test: ast.expr) -> bool | None:
         if _RANK.search(rank) and _ROOT_VALUE.search(value) and not _RANK.search(value):
             return isinstance(op, (ast.Eq, ast.Is))
     return None
+
+
+def bindings(node: ast.AST) -> list[tuple[ast.expr, ast.expr | None]]:
+    """(target, value) pairs a statement binds; value None when it is not one expression."""
+    if isinstance(node, ast.Assign):
+        pairs: list[tuple[ast.expr, ast.expr | None]] = []
+        value = node.value
+        for target in node.targets:
+            if (
+                isinstance(target, ast.Tuple)
+                and isinstance(value, ast.Tuple)
+                and len(target.elts) == len(value.elts)
+            ):
+                pairs.extend(zip(target.elts, value.elts, strict=True))
+            else:
+                pairs.append((target, value))
+        return pairs
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return [(node.target, node.value)]
+    if isinstance(node, ast.NamedExpr):
+        return [(node.target, node.value)]
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return [(node.target, None)]
+    if isinstance(node, ast.withitem) and node.optional_vars is not None:
+        return [(node.optional_vars, None)]
+    return []

@@ -28,6 +28,7 @@ _ALIASES = {"text": HUMAN_FORMAT, "plain-table": HUMAN_FORMAT}
 KIND_MODULES: dict[str, tuple[str, ...]] = {
     "report": (
         "gilprof.renderers.report",
+        "gilprof.renderers.stacks",
         "gilprof.renderers.html.report",
         "gilprof.renderers.flamegraph",
         "gilprof.renderers.perfetto",

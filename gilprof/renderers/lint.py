@@ -21,7 +21,7 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-@register("lint", "text", extension=".txt", description="one finding a line")
+@register("lint", "table", extension=".txt", description="one finding a line")
 def render_text(result: LintResult, **_options: Any) -> str:
     lines = [
         f"{f.path}:{f.line}:{f.col}: {f.rule}{' (test code)' if f.level == 'note' else ''} "

@@ -1,4 +1,4 @@
-"""Renderers of kind "report": table, json, markdown, collapsed, speedscope."""
+"""Renderers of kind "report": table, json, markdown (stack exports live in renderers.stacks)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from gilprof.analysis.attribution import Attribution, FunctionShare, thread_label
+from gilprof.analysis.attribution import Attribution, FunctionShare
 from gilprof.analysis.contention import Contention
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.verdict import Verdict
@@ -411,72 +411,3 @@ def render_markdown(data: ReportData, **_: Any) -> str:
             for w in a.watch
         ]
     return "\n".join(lines) + "\n"
-
-
-@register(
-    "report",
-    "collapsed",
-    extension=".folded",
-    description="folded stacks for flamegraph.pl/inferno",
-)
-def render_collapsed(data: ReportData, **_: Any) -> str:
-    """Folded stacks (flamegraph.pl, inferno): `thread;root;...;leaf count`."""
-    p = data.profile
-    out = []
-    for index, count in sorted(p.total_counts().items()):
-        stack = p.stacks[index]
-        names = [thread_label(p, stack.tid).replace(";", ":")]
-        for frame in p.stack_frames(index):
-            where = frame.basename + (f":{frame.line}" if data.lines and frame.line else "")
-            names.append(f"{frame.name} ({where})".replace(";", ":") if where else frame.name)
-        out.append(f"{';'.join(names)} {count}")
-    return "\n".join(out) + ("\n" if out else "")
-
-
-@register(
-    "report", "speedscope", extension=".speedscope.json", description="opens in speedscope.app"
-)
-def render_speedscope(data: ReportData, **_: Any) -> str:
-    """One sampled profile per thread; weights in seconds (share x sampled duration)."""
-    p = data.profile
-    seconds_per_tick = data.attribution.seconds_per_tick or (1.0 / p.sampling.rate_hz)
-    frames: list[dict[str, Any]] = []
-    frame_ids: dict[tuple[str, str, int], int] = {}
-    by_thread: dict[int, tuple[list[list[int]], list[float]]] = {}
-    for index, count in sorted(p.total_counts().items()):
-        stack = p.stacks[index]
-        ids = []
-        for frame in p.stack_frames(index):
-            key = (frame.name, frame.file, frame.line if data.lines else 0)
-            if key not in frame_ids:
-                frame_ids[key] = len(frames)
-                entry: dict[str, Any] = {"name": frame.name, "file": frame.file}
-                if data.lines and frame.line:
-                    entry["line"] = frame.line
-                frames.append(entry)
-            ids.append(frame_ids[key])
-        samples, weights = by_thread.setdefault(stack.tid, ([], []))
-        samples.append(ids)
-        weights.append(count * seconds_per_tick)
-    profiles = []
-    for tid, (samples, weights) in sorted(by_thread.items()):
-        profiles.append(
-            {
-                "type": "sampled",
-                "name": f"{thread_label(p, tid)} ({tid})",
-                "unit": "seconds",
-                "startValue": 0,
-                "endValue": sum(weights),
-                "samples": samples,
-                "weights": weights,
-            }
-        )
-    doc = {
-        "$schema": "https://www.speedscope.app/file-format-schema.json",
-        "shared": {"frames": frames},
-        "profiles": profiles,
-        "name": f"gilprof {p.label} ({p.sampling.mode} mode)",
-        "activeProfileIndex": 0,
-        "exporter": "gilprof",
-    }
-    return json.dumps(doc) + "\n"

@@ -17,6 +17,7 @@ from gilprof.steps.parse import (
     read_step_logs,
 )
 from gilprof.steps.summary import (
+    DEFAULT_SKIP_WARMUP,
     Percentiles,
     RankSteps,
     StepsReport,
@@ -27,6 +28,7 @@ from gilprof.steps.summary import (
 )
 
 __all__ = [
+    "DEFAULT_SKIP_WARMUP",
     "DEVICE_BELOW_HOST",
     "DEVICE_NEAR_HOST",
     "SCHEMA",

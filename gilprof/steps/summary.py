@@ -23,6 +23,10 @@ from gilprof.steps.parse import (
     read_step_logs,
 )
 
+# The first iterations of a serving engine include CUDA graph capture, autotuning and
+# allocator warm-up: they are not the steady state that a budget or verdict is about.
+DEFAULT_SKIP_WARMUP = 3
+
 
 @dataclass(frozen=True)
 class Percentiles:

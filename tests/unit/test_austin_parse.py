@@ -107,8 +107,8 @@ def test_line_variants():
     assert line is not None
     assert (line.pid, line.tid, line.idle, line.invalid) == (12, 345, True, False)
     assert [f.name for f in line.frames] == ["<module>", "f"]
-    assert parse_line("P12;T0:345;/a.py:f:2 10083,0,0").idle is False  # type: ignore[union-attr]
-    assert parse_line("P12;T0:345;/a.py:f:2 10083").idle is None  # type: ignore[union-attr]
+    assert parse_line("P12;T0:345;/a.py:f:2 10083,0,0").idle is False
+    assert parse_line("P12;T0:345;/a.py:f:2 10083").idle is None
     # austin 2 style thread ids in hex, without the interpreter id
     hexed = parse_line("P12;T0x7f00aa;/a.py:f:2 100")
     assert hexed is not None and hexed.tid == 0x7F00AA
@@ -283,7 +283,8 @@ def austin_line(tid: int, frames: tuple[Frame, ...], idle: bool | None = None) -
 )
 @FUZZ
 def test_written_lines_parse_back(tids, stacks, ticks, idle):
-    lines, expected = [], {}
+    lines: list[str] = []
+    expected: dict[tuple[int, tuple[str, ...]], int] = {}
     for tick in range(ticks):
         for i, tid in enumerate(tids):
             frames = stacks[(tick + i) % len(stacks)]

@@ -157,7 +157,7 @@ def test_svg_is_valid_xml_with_static_frames_and_the_script():
     assert "safe_broadcast" in texts and "MainThread" in texts
     scripts = list(doc.iter("{http://www.w3.org/2000/svg}script"))
     assert any("gilprofStandaloneSvg" in (s.text or "") for s in scripts)
-    data = json.loads(next(s.text for s in scripts if s.get("id") == "flame-data"))
+    data = json.loads(next(s.text or "" for s in scripts if s.get("id") == "flame-data"))
     assert data["kind"] == "held"
 
 

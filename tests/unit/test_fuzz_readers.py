@@ -11,6 +11,7 @@ The number of cases each reader saw is printed by the last test of this module.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
@@ -68,6 +69,10 @@ STEP_LINE = (
 
 class Hang(BaseException):
     """A reader ran past the time limit (BaseException: no reader may swallow it)."""
+
+
+def _parse_all(text: str) -> list[Any]:
+    return list(parse_raw(text, ThreadState.HELD))
 
 
 @contextlib.contextmanager
@@ -345,7 +350,7 @@ def test_random_bytes_through_every_file_reader(scratch: Path, content: bytes) -
     path = scratch / "random.bin"
     path.write_bytes(content)
     for reader, read in FILE_READERS.items():
-        result = outcome(reader, lambda read=read: read(path))
+        result = outcome(reader, functools.partial(read, path))
         if reader in SKIPPING:
             assert isinstance(result, list)
         else:
@@ -369,7 +374,7 @@ def test_every_truncation_of_a_profile_and_a_bundle_is_refused(scratch: Path) ->
         for length in range(complete):
             path.write_text(text[:length])
             for name in names:
-                error = outcome(name, lambda name=name: readers[name](path))
+                error = outcome(name, functools.partial(readers[name], path))
                 assert isinstance(error, InputError), length
                 assert ("empty" if length == 0 else "truncated") in str(error), (length, error)
         path.write_text(text[:complete])
@@ -438,7 +443,7 @@ def test_every_truncation_of_a_stream_is_partial_or_refused(scratch: Path) -> No
             path.write_bytes(data[:length])
             for name in names:
                 reader = Profile.load if name == "Profile.load" else load_profiles
-                result = outcome(name, lambda reader=reader: reader(path))
+                result = outcome(name, functools.partial(reader, path))
                 if isinstance(result, InputError):
                     assert "empty" in str(result) or "truncated" in str(result), (length, result)
                     continue
@@ -482,7 +487,7 @@ def test_random_bytes_inside_gzip_members(scratch: Path, content: bytes) -> None
     ):
         path.write_bytes(data)
         for name, reader in (("Profile.load", Profile.load), ("load_profiles", load_profiles)):
-            result = outcome(name, lambda reader=reader: reader(path))
+            result = outcome(name, functools.partial(reader, path))
             if not isinstance(result, InputError):  # only a header and what follows as partial
                 profiles = [result] if isinstance(result, Profile) else result
                 assert profiles[-1].sampling.partial
@@ -538,9 +543,7 @@ def test_every_truncation_of_raw_output_keeps_the_complete_lines() -> None:
     text = "\n".join(raw_line(s) for s in VALID_RAW) + "\n"
     for length in range(len(text) + 1):
         prefix = text[:length]
-        parsed = outcome(
-            "parse_raw", lambda prefix=prefix: list(parse_raw(prefix, ThreadState.HELD))
-        )
+        parsed = outcome("parse_raw", functools.partial(_parse_all, prefix))
         complete = prefix.count("\n")
         assert parsed[:complete] == VALID_RAW[:complete]
         assert len(parsed) <= complete + 1
@@ -636,7 +639,7 @@ def test_any_key_of_a_budget_replaced_by_any_value(path: tuple[Any, ...], value:
 @FUZZ
 def test_budget_and_recipe_text_garbage(text: str) -> None:
     for kind, parse in (("parse_gate_budgets", parse_gate_budgets), ("parse_recipe", parse_recipe)):
-        result = outcome(kind, lambda parse=parse: parse(text, "x.toml"))
+        result = outcome(kind, functools.partial(parse, text, "x.toml"))
         assert isinstance(result, (GateBudgets, Recipe, InputError))
 
 

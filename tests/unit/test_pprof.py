@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 from collections import Counter
+from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -30,7 +31,7 @@ _REP, _OPT = (
     descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
     descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
 )
-_SCHEMA = {
+_SCHEMA: dict[str, list[tuple[Any, ...]]] = {
     "Profile": [
         ("sample_type", 1, _MSG, _REP, "ValueType"),
         ("sample", 2, _MSG, _REP, "Sample"),

@@ -141,7 +141,7 @@ def test_a_stream_without_footer_is_partial_and_a_cut_record_is_dropped(tmp_path
     data = path.read_bytes()
     members = len(_records(path))
     header_end = len(gzip.compress(b"x"))  # any cut inside the header is refused
-    outcomes = []
+    outcomes: list[int | None] = []
     for cut in range(len(data)):
         (tmp_path / "cut").write_bytes(data[:cut])
         try:

@@ -481,7 +481,9 @@ def test_100_mb_log_streams_with_flat_memory(tmp_path: Path) -> None:
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["steps", *args])
+    # The fixture logs are a few iterations long: keep them all unless a test says otherwise.
+    warmup = [] if "--skip-warmup" in args else ["--skip-warmup", "0"]
+    result = CliRunner().invoke(cli, ["steps", *warmup, *args])
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -546,7 +548,7 @@ def test_cli_combines_several_logs() -> None:
 def test_cli_unreadable_input_exits_2_with_one_line(
     tmp_path: Path, make_path: object, message: str
 ) -> None:
-    path = make_path(tmp_path)  # type: ignore[operator]
+    path = make_path(tmp_path)
     code, out, err = run(str(path))
     assert code == 2
     assert out == ""
@@ -581,3 +583,20 @@ def test_cli_rejects_unknown_format() -> None:
     code, _, err = run(str(DATA / "trtllm_classic.log"), "--format", "xml")
     assert code == 2
     assert "xml" in err
+
+
+def test_cli_skip_warmup_defaults_to_the_value_every_command_shares(tmp_path: Path) -> None:
+    log = tmp_path / "gen.log"
+    log.write_text(
+        "".join(
+            f'{{"rank": 0, "iter": {i}, "host_step_ms": {50 if i < 3 else 10}}}\n' for i in range(8)
+        )
+    )
+    result = CliRunner().invoke(cli, ["steps", str(log), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["skip_warmup"] == 3
+    # the three slow warm-up iterations are gone: every remaining step is the steady 10 ms
+    assert doc["ranks"][0]["iterations"] == 5
+    assert doc["ranks"][0]["first_iteration"] == 3
+    assert doc["ranks"][0]["host_step_ms"]["p99"] == 10
