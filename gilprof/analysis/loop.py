@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from gilprof.errors import UsageError
 from gilprof.model import Frame, Mode, ThreadState
 from gilprof.profile import Profile
+from gilprof.sampling.backends.native import IO_WAIT_SYMBOLS
 from gilprof.stats import Estimate, batch_windows, t_quantile
 
 CONFIDENCE = 0.95
@@ -61,36 +62,6 @@ DEVICE_WAIT_FUNCTIONS = (
     "cuStreamSynchronize",
     "cuEventSynchronize",
     "cuCtxSynchronize",
-)
-# Native leaves of an idle thread that wait for I/O, not for the device.
-_IO_WAIT = frozenset(
-    {
-        "select",
-        "__select",
-        "pselect",
-        "poll",
-        "__poll",
-        "ppoll",
-        "epoll_wait",
-        "epoll_pwait",
-        "read",
-        "__read",
-        "recv",
-        "__recv",
-        "recvfrom",
-        "recvmsg",
-        "accept",
-        "accept4",
-        "__libc_recv",
-        "__libc_read",
-        "connect",
-        "__connect",
-        "wait4",
-        "waitpid",
-        "sigwait",
-        "sigtimedwait",
-        "pause",
-    }
 )
 _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 
@@ -133,7 +104,7 @@ def _is_device_wait(frames: Sequence[Frame], state: ThreadState, names: Sequence
     # Contention mode: an idle thread asleep or in a lock/condition wait (not in I/O).
     innermost = max((i for i, f in enumerate(frames) if f.is_python), default=-1)
     tail = [f.name for f in frames[innermost + 1 :] if not _HEX.match(f.name)]
-    return innermost >= 0 and not (tail and tail[-1] in _IO_WAIT)
+    return innermost >= 0 and not (tail and tail[-1] in IO_WAIT_SYMBOLS)
 
 
 def _busy_state(state: ThreadState) -> bool:

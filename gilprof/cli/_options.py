@@ -137,3 +137,23 @@ def top_option(default: int, what: str = "Function rows to show.") -> Callable[[
         )(func)
 
     return decorate
+
+
+def backend_option(func: F) -> F:
+    from gilprof.sampling.backends import BACKEND_NAMES
+
+    return click.option(
+        "--backend",
+        type=click.Choice(BACKEND_NAMES),
+        default=BACKEND_NAMES[0],
+        show_default=True,
+        help="Sampler: py-spy (GIL state, native frames) or austin (a second opinion).",
+    )(func)
+
+
+def match_option(func: F) -> F:
+    return click.option(
+        "--match",
+        metavar="REGEX",
+        help="Only consider processes whose command line matches this regex.",
+    )(func)

@@ -6,12 +6,12 @@ import sys
 
 import click
 
-from gilprof.cli._options import sampling_options
+from gilprof.cli._options import backend_option, match_option, sampling_options
 from gilprof.cli._recipe import given, recipe_option
 from gilprof.model import Mode
 from gilprof.recipes import Recipe
 from gilprof.renderers.live import LiveStatus
-from gilprof.sampling.backends import BACKEND_NAMES, SamplerSettings
+from gilprof.sampling.backends import SamplerSettings
 from gilprof.sampling.capture import CaptureRequest, capture
 
 
@@ -33,9 +33,7 @@ from gilprof.sampling.capture import CaptureRequest, capture
     metavar="gen|ctx|NAME",
     help="Only ranks of this instance role (disaggregated serving; see `gilprof ps`).",
 )
-@click.option(
-    "--match", "match", help="Only consider processes whose command line matches this regex."
-)
+@match_option
 @click.option(
     "-d",
     "--duration",
@@ -43,7 +41,7 @@ from gilprof.sampling.capture import CaptureRequest, capture
     help="Seconds to sample (default: until the target exits or Ctrl-C).",
 )
 @sampling_options
-@click.option("--backend", type=click.Choice(BACKEND_NAMES), default="py-spy", show_default=True)
+@backend_option
 @click.option(
     "-o",
     "--output",

@@ -13,10 +13,10 @@ from contextlib import contextmanager
 
 import click
 
-from gilprof.cli._options import sampling_options
+from gilprof.cli._options import backend_option, match_option, sampling_options
 from gilprof.model import Mode
 from gilprof.renderers.top import TopView
-from gilprof.sampling.backends import BACKEND_NAMES, SamplerSettings
+from gilprof.sampling.backends import SamplerSettings
 from gilprof.sampling.capture import CaptureRequest, capture
 
 
@@ -58,9 +58,9 @@ def quit_key(pressed: threading.Event) -> Iterator[None]:
     "--pid", type=int, help="Sample this PID (a launcher PID resolves to its Python ranks)."
 )
 @click.option("--rank", type=int, help="Global rank to sample (default 0 when a job is found).")
-@click.option("--match", help="Only consider processes whose command line matches this regex.")
+@match_option
 @sampling_options
-@click.option("--backend", type=click.Choice(BACKEND_NAMES), default="py-spy", show_default=True)
+@backend_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Also save the profile here.")
 def command(
     pid: int | None,

@@ -10,6 +10,25 @@ from gilprof.errors import InputError
 from gilprof.model import Frame, Mode, SamplingInfo, Target, ThreadState
 from gilprof.profile.profile import SCHEMA, SCHEMA_NAME, SCHEMA_VERSION, Counts, Profile, Window
 
+# What reading a wrong-shaped document raises. OverflowError: an integer beyond the float
+# range; RecursionError: repr() of a value nested hundreds deep while a message is formatted.
+MALFORMED = (
+    KeyError,
+    TypeError,
+    ValueError,
+    IndexError,
+    AttributeError,
+    OverflowError,
+    RecursionError,
+)
+
+
+def describe(exc: BaseException) -> str:
+    """The exception as one short phrase for an error line."""
+    detail = str(exc)
+    detail = detail if len(detail) <= 120 else detail[:117] + "..."
+    return f"{type(exc).__name__}: {detail}"
+
 
 class ProfileReader:
     """Validates a decoded profile; every failure names the key that was wrong."""
@@ -48,20 +67,8 @@ class ProfileReader:
             raise self.fail(f"{SCHEMA_NAME}/2 is a gzip stream of records, not one JSON document")
         try:
             return self._read_v1(data)
-        # OverflowError: an integer beyond the float range; RecursionError: repr() of a value
-        # nested hundreds deep while an error message is formatted.
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-            IndexError,
-            AttributeError,
-            OverflowError,
-            RecursionError,
-        ) as exc:
-            detail = str(exc)
-            detail = detail if len(detail) <= 120 else detail[:117] + "..."
-            raise self.fail(f"malformed profile ({type(exc).__name__}: {detail})") from None
+        except MALFORMED as exc:
+            raise self.fail(f"malformed profile ({describe(exc)})") from None
 
     def read_header(self, data: dict[str, Any]) -> Profile:
         """An empty profile with the target and sampling settings of `data`."""

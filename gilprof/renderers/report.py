@@ -95,6 +95,8 @@ def report_dict(data: ReportData) -> dict[str, Any]:
             "windows": len(p.windows),
             "partial": p.sampling.partial,
             "partial_reason": p.sampling.partial_reason,
+            "priority": p.sampling.priority,
+            "messages": list(p.sampling.messages),
         },
         "gil": {
             "state_recorded": gil_mode,
@@ -255,6 +257,11 @@ def _header_lines(p: Profile, a: Attribution) -> list[str]:
             f"stack changed mid-read, or a thread exited); left out of every share: "
             f"{100 * share:.1f}% of ticks, {matters}"
         )
+    if s.priority:
+        lines.append(f"priority sampler ran {s.priority}")
+    # What the sampler or gilprof learnt about this capture's accuracy (e.g. a sampler that
+    # could not run at real-time priority reads short GIL bursts low under load).
+    lines.extend(f"NOTE     {message}" for message in s.messages)
     warning = why_empty(p)
     if warning:
         lines.append(f"WARNING  {warning}")

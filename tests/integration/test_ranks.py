@@ -11,6 +11,8 @@ import time
 import psutil
 import pytest
 
+from gilprof.profile import Profile, load_profiles
+
 from .conftest import WORKLOADS, gilprof_cmd, require_tool, wait_for
 
 pytestmark = pytest.mark.integration
@@ -48,9 +50,9 @@ def test_ranks_all_writes_one_profile_per_rank_and_sigterm_leaves_no_sampler(tmp
     files = sorted(out.glob("rank*.json"))
     assert [f.name.split("-")[0] for f in files] == ["rank0", "rank1", "rank2", "rank3"]
     for f in files:
-        profile = json.loads(f.read_text())
-        assert profile["sampling"]["partial"] is True
-        assert profile["windows"], f.name
+        profile = Profile.load(f)
+        assert profile.sampling.partial is True
+        assert profile.windows, f.name
 
     report = subprocess.run(
         gilprof_cmd("report", *map(str, files), "--format", "json"), capture_output=True, timeout=60
@@ -91,10 +93,9 @@ def test_one_gilprof_per_node_via_mpiexec_then_merge(tmp_path, spawn):
         timeout=60,
     )
     assert result.returncode == 0, result.stderr.decode()
-    bundle = json.loads(merged.read_text())
-    assert bundle["schema"] == "gilprof.bundle/1"
-    pids = {p["target"]["pid"] for p in bundle["profiles"]}
-    assert len(pids) == 4  # 2 "nodes" x 2 ranks, each once
+    bundle = load_profiles(str(merged))
+    pids = {p.target.pid for p in bundle}
+    assert len(bundle) == len(pids) == 4  # 2 "nodes" x 2 ranks, each once
     report = subprocess.run(
         gilprof_cmd("report", str(merged), "--format", "json"), capture_output=True, timeout=60
     )

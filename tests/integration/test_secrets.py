@@ -3,13 +3,15 @@ command line (redacted unless --keep-cmdline), against a real target and real py
 
 from __future__ import annotations
 
-import json
+import gzip
 import os
 import subprocess
 import sys
 import time
 
 import pytest
+
+from gilprof.profile import Profile
 
 from .conftest import gilprof_cmd
 
@@ -64,19 +66,19 @@ def test_profile_holds_no_secret_from_environment_or_cmdline(tmp_path, spawn):
         timeout=90,
     )
     assert run.returncode == 0, run.stderr.decode()
-    raw = out.read_bytes()
+    raw = gzip.decompress(out.read_bytes())  # every record of the stream, as written
     assert CMDLINE_SECRET.encode() not in raw
     assert b"API_TOKEN" not in raw and b"DB_PASSWORD" not in raw
     assert b"UNRELATED_SETTING" not in raw and b"plain-value-417" not in raw
 
-    profile = json.loads(raw)
+    profile = Profile.load(out)
     # The reads did happen: the rank came from the environment, the flags from argv, and
     # the stacks from the target's memory.
-    assert profile["target"]["rank"] == 0 and profile["target"]["rank_source"] == "PMI_RANK"
-    cmdline = profile["target"]["cmdline"]
+    assert profile.target.rank == 0 and profile.target.rank_source == "PMI_RANK"
+    cmdline = list(profile.target.cmdline)
     assert cmdline[cmdline.index("--api-key") + 1] == "<redacted>"
     assert "--token=<redacted>" in cmdline and "HF_TOKEN=<redacted>" in cmdline
-    assert any(frame[0].endswith("serve_requests") for frame in profile["frames"])
+    assert any(frame.name.endswith("serve_requests") for frame in profile.frames)
 
 
 def test_keep_cmdline_keeps_argv_but_never_the_environment(tmp_path, spawn):
@@ -90,7 +92,7 @@ def test_keep_cmdline_keeps_argv_but_never_the_environment(tmp_path, spawn):
         cli, ["attach", "--pid", str(target.pid), "-d", "1", "-q", "--keep-cmdline", "-o", str(out)]
     )
     assert result.exit_code == 0, result.output
-    raw = out.read_bytes()
+    raw = gzip.decompress(out.read_bytes())
     assert ENV_SECRET.encode() not in raw and b"API_TOKEN" not in raw
-    cmdline = json.loads(raw)["target"]["cmdline"]
+    cmdline = list(Profile.load(out).target.cmdline)
     assert cmdline[cmdline.index("--api-key") + 1] == CMDLINE_SECRET
