@@ -66,13 +66,9 @@ _LOCK_WAIT = frozenset(
         "_PyParkingLot_Park",
     }
 )
-_IDLE = frozenset(
+# Native leaves of a thread blocked in the kernel on I/O, a child or a signal (no GIL, no CPU).
+IO_WAIT_SYMBOLS = frozenset(
     {
-        "clock_nanosleep",
-        "nanosleep",
-        "__nanosleep",
-        "pysleep",
-        "time_sleep",
         "select",
         "__select",
         "pselect",
@@ -89,17 +85,18 @@ _IDLE = frozenset(
         "recvmsg",
         "accept",
         "accept4",
-        "wait4",
-        "waitpid",
         "__libc_recv",
         "__libc_read",
+        "connect",
+        "__connect",
+        "wait4",
+        "waitpid",
         "sigwait",
         "sigtimedwait",
         "pause",
-        "connect",
-        "__connect",
     }
 )
+_IDLE = IO_WAIT_SYMBOLS | {"clock_nanosleep", "nanosleep", "__nanosleep", "pysleep", "time_sleep"}
 # Clock reads: time.perf_counter() in a Python loop jumps into the vDSO with the GIL held.
 _CLOCK = frozenset(
     {
