@@ -19,7 +19,7 @@ def command(show: str | None, fmt: str, as_json: bool, plain: bool) -> None:
     """List the recipes for known serving stacks, or show one.
 
     A recipe tells gilprof how to find the process that matters (rank, role,
-    command line, launcher), how to sample it, which functions are known GIL
+    command line, ancestors), how to sample it, which functions are known GIL
     hot spots there and why, where the iteration log is, and gate budgets.
 
     \b

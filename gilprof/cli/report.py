@@ -104,8 +104,10 @@ def command(
         return
     loaded = loaded_all[0]
     info("report", fmt)
-    warning = why_empty(loaded)
-    if warning:
+    warnings = [why_empty(loaded)]
+    if recipe:
+        warnings.append(recipe.target.missing_threads(loaded.threads.values()))
+    for warning in filter(None, warnings):
         click.echo(f"gilprof: warning: {profiles[0]}: {warning}", err=True)
     if contention and loaded.sampling.mode is not Mode.CONTENTION:
         raise UsageError(

@@ -163,7 +163,7 @@ class _Checker:
 
 
 _TOP_KEYS = ("name", "description", "target", "sampling", "watch", "steps", "gate", "lint_getters")
-_TARGET_KEYS = ("rank", "role", "match", "launcher", "role_env", "parent_match", "threads")
+_TARGET_KEYS = ("rank", "role", "match", "role_env", "parent_match", "threads")
 _SAMPLING_KEYS = ("mode", "rate", "duration", "native")
 _WATCH_KEYS = ("function", "file", "why", "fix")
 _STEPS_KEYS = ("log", "parser", "loop_thread", "device_wait")
@@ -176,7 +176,6 @@ def _target(check: _Checker, raw: Any) -> TargetSpec:
         rank=check.integer(data["rank"], "target.rank", 0) if "rank" in data else 0,
         role=check.string(data["role"], "target.role") if "role" in data else None,
         match=check.regex(data["match"], "target.match") if "match" in data else None,
-        launcher=check.string_list(data.get("launcher", []), "target.launcher"),
         role_env=check.pattern(
             data["role_env"], "target.role_env", _IDENTIFIER_RE, "an environment variable name"
         )

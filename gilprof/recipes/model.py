@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,10 @@ _FUNCTION_RE = re.compile(r"^[A-Za-z_<][A-Za-z0-9_<>.]*$")
 class TargetSpec:
     """How to pick the process (and know its threads) among the job's Python processes.
 
+    The launcher is not a recipe setting: discovery reads it from the process tree. `threads`
+    (glob patterns) are the threads the recipe expects; a profile with none of them is
+    reported as probably the wrong process.
+
     `role` is the default of `attach --role`; `role_env` (a variable holding the role) and
     `parent_match` with `role` (an ancestor's command line that marks a rank of that role)
     are role rules, tried after gilprof's own (gilprof.sampling.roles). Without `role`,
@@ -46,7 +51,6 @@ class TargetSpec:
     rank: int = 0
     role: str | None = None
     match: str | None = None
-    launcher: tuple[str, ...] = ()
     role_env: str | None = None
     parent_match: str | None = None
     threads: tuple[str, ...] = ()
@@ -62,6 +66,17 @@ class TargetSpec:
     def matches_thread(self, thread_name: str) -> bool:
         """Whether `thread_name` is one of the recipe's expected threads (glob patterns)."""
         return any(fnmatch.fnmatchcase(thread_name, pattern) for pattern in self.threads)
+
+    def missing_threads(self, thread_names: Iterable[str]) -> str | None:
+        """Why a profile with these threads is probably not the process the recipe is about
+        (none of its expected threads was seen), else None."""
+        names = [name for name in thread_names if name]
+        if not self.threads or not names or any(self.matches_thread(n) for n in names):
+            return None
+        return (
+            f"none of the recipe's threads ({', '.join(self.threads)}) is in the profile "
+            f"(it has {', '.join(sorted(set(names))[:6])}): is this the right process or rank?"
+        )
 
 
 @dataclass(frozen=True)
@@ -140,7 +155,6 @@ class Recipe:
                 "rank": self.target.rank,
                 "role": self.target.role,
                 "match": self.target.match,
-                "launcher": list(self.target.launcher),
                 "role_env": self.target.role_env,
                 "parent_match": self.target.parent_match,
                 "threads": list(self.target.threads),

@@ -49,8 +49,6 @@ def _summary(recipe: Recipe) -> list[str]:
         where.append(f"role {target.role}")
     if target.match:
         where.append(f"cmdline ~ {target.match}")
-    if target.launcher:
-        where.append("launcher " + "|".join(target.launcher))
     if target.parent_match:
         where.append(f"ancestor ~ {target.parent_match}")
     if target.role_env:

@@ -240,6 +240,27 @@ def test_thread_patterns_are_globs() -> None:
     assert not target.matches_thread("ingress-2")
 
 
+def test_a_profile_without_any_expected_thread_is_called_out() -> None:
+    target = TargetSpec(threads=("executor-loop", "ingress"))
+    assert target.missing_threads(["MainThread", "executor-loop"]) is None
+    why = target.missing_threads(["MainThread", "pydevd.Reader"])
+    assert why is not None and "executor-loop" in why and "MainThread" in why
+    assert TargetSpec().missing_threads(["MainThread"]) is None  # nothing expected
+    assert target.missing_threads([]) is None  # nothing seen: the empty-profile warning says it
+
+
+def test_report_warns_when_the_recipe_threads_are_absent(tmp_path: Path) -> None:
+    from .builders import make_profile, sample
+
+    path = tmp_path / "p.json"
+    make_profile([(100, [sample("worker", "loop", count=50)])]).save(path)
+    result = CliRunner().invoke(cli, ["report", str(path), "--recipe", "disagg-gen-example"])
+    assert result.exit_code == 0, result.output
+    assert "none of the recipe's threads" in result.stderr
+    result = CliRunner().invoke(cli, ["report", str(path)])
+    assert "recipe" not in result.stderr
+
+
 # --- bad recipes ------------------------------------------------------------------------------
 
 
@@ -268,8 +289,9 @@ def test_rate_given_as_text(tmp_path: Path) -> None:
         ('[target]\nrank = "0"\n', "target.rank", 'expected an integer >= 0, got "0"'),
         ("[target]\nrank = -1\n", "target.rank", "expected an integer >= 0, got -1"),
         ("[target]\nrank = true\n", "target.rank", "expected an integer >= 0, got true"),
-        ('[target]\nlauncher = "mpirun"\n', "target.launcher", "expected a list of strings"),
-        ("[target]\nlauncher = [1]\n", "target.launcher[0]", "expected a non-empty string"),
+        ('[target]\nthreads = "ingress"\n', "target.threads", "expected a list of strings"),
+        ("[target]\nthreads = [1]\n", "target.threads[0]", "expected a non-empty string"),
+        ('[target]\nlauncher = ["mpirun"]\n', "target.launcher", "unknown key"),
         ('[target]\nmatch = "(unclosed"\n', "target.match", "expected a valid regular expression"),
         ('[target]\nrole_env = "NOT A NAME"\n', "target.role_env", "environment variable name"),
         ('[sampling]\nmode = "fast"\n', "sampling.mode", 'expected one of "gil", "wall", "cpu"'),
