@@ -127,3 +127,20 @@ class SamplingInfo:
     messages: tuple[str, ...] = field(default=())
     # the sampler's scheduling: "SCHED_FIFO 10", or "normal (why)" (see backends.base)
     priority: str = ""
+
+
+# Frames every thread or script has below its real work: they hold the GIL whenever their
+# thread does, so they crowd the top of a by-total list without saying anything.
+_WRAPPER_FRAMES = {
+    ("_bootstrap", "threading.py"),
+    ("_bootstrap_inner", "threading.py"),
+    ("run", "threading.py"),
+}
+
+
+def is_wrapper_frame(name: str, file: str) -> bool:
+    """Thread bootstrap (`Thread._bootstrap`, `_bootstrap_inner`, `Thread.run`) or a module entry."""
+    bare = name.rsplit(".", 1)[-1]
+    return (
+        name == "<module>" or (bare, file.replace("\\", "/").rsplit("/", 1)[-1]) in _WRAPPER_FRAMES
+    )

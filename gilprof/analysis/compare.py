@@ -17,7 +17,7 @@ from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.analysis.empty import refuse_empty
 from gilprof.analysis.table import Series, WindowTable, build_table
 from gilprof.errors import UsageError
-from gilprof.model import Mode
+from gilprof.model import Mode, is_wrapper_frame
 from gilprof.profile import Profile
 from gilprof.stats import Difference, batch_windows, median_difference_ci, ratio_difference_ci
 from gilprof.steps import RankSteps
@@ -160,6 +160,7 @@ def compare_profiles(
     max_batches: int = 30,
     steps_before: RankSteps | None = None,
     steps_after: RankSteps | None = None,
+    all_frames: bool = False,
 ) -> Comparison:
     if before.sampling.mode is not after.sampling.mode:
         raise UsageError(
@@ -188,7 +189,11 @@ def compare_profiles(
             key=lambda c: -max(c.total.before, c.total.after),
         )
     )
-    function_keys = [k for k in (b.keys | a.keys) if not _is_pseudo(k)]
+    function_keys = [
+        k
+        for k in (b.keys | a.keys)
+        if not _is_pseudo(k) and (all_frames or not is_wrapper_frame(k[0], k[1]))
+    ]
     functions = sorted(
         (_change(b, a, key, confidence, key[0], key[1], key[3]) for key in function_keys),
         key=lambda c: (-max(c.total.before, c.total.after), c.name, c.file),

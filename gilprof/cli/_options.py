@@ -157,3 +157,11 @@ def match_option(func: F) -> F:
         metavar="REGEX",
         help="Only consider processes whose command line matches this regex.",
     )(func)
+
+
+def all_frames_option(func: F) -> F:
+    return click.option(
+        "--all-frames",
+        is_flag=True,
+        help="Keep thread-bootstrap (Thread._bootstrap, Thread.run) and <module> frames.",
+    )(func)

@@ -7,6 +7,7 @@ import click
 from gilprof.analysis.compare import compare_profiles
 from gilprof.analysis.verdict import Verdict
 from gilprof.cli._options import (
+    all_frames_option,
     format_option,
     output_option,
     skip_warmup_option,
@@ -34,6 +35,7 @@ from gilprof.steps import rank_steps
 @click.option("--by-thread", is_flag=True, help="Compare functions per thread.")
 @watch_options
 @top_option(30)
+@all_frames_option
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
 @loop_options
 @format_option("compare", "table")
@@ -50,6 +52,7 @@ def command(
     watch: tuple[str, ...],
     no_default_watch: bool,
     top: int,
+    all_frames: bool,
     confidence: float,
     loop_thread: str | None,
     device_wait: tuple[str, ...],
@@ -88,6 +91,7 @@ def command(
         by_thread=by_thread,
         watch=watched,
         top=top,
+        all_frames=all_frames,
         confidence=confidence,
         steps_before=sb,
         steps_after=sa,

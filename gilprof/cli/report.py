@@ -9,6 +9,7 @@ from gilprof.analysis.contention import analyze
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.ranks import compare_ranks
 from gilprof.cli._options import (
+    all_frames_option,
     format_option,
     output_option,
     skip_warmup_option,
@@ -31,11 +32,7 @@ from gilprof.renderers.report import ReportData
 @click.argument("profiles", nargs=-1, required=True, type=click.Path())
 @format_option("report", "table")
 @top_option(20, "Function rows to show, by self share (json lists every function).")
-@click.option(
-    "--all-frames",
-    is_flag=True,
-    help="Keep thread-bootstrap (Thread._bootstrap, Thread.run) and <module> frames.",
-)
+@all_frames_option
 @click.option(
     "--steps", "steps_log", type=click.Path(), help="Iteration log: adds the host/device verdict."
 )

@@ -13,7 +13,7 @@ from gilprof.analysis.attribution import Attribution, FunctionShare
 from gilprof.analysis.contention import Contention
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.verdict import Verdict
-from gilprof.model import Mode
+from gilprof.model import Mode, is_wrapper_frame
 from gilprof.profile import Profile
 from gilprof.renderers import register
 from gilprof.renderers._rich import pct, to_text
@@ -33,23 +33,6 @@ class ReportData:
     verdict: Verdict | None = None
     top: int | None = 20  # function rows in table and markdown (json keeps every function)
     all_frames: bool = False  # keep thread-bootstrap and module-entry frames in the top list
-
-
-# Frames every thread or script has below its real work: they hold the GIL whenever their
-# thread does, so they crowd the top of a by-total list without saying anything.
-_WRAPPER_FRAMES = {
-    ("_bootstrap", "threading.py"),
-    ("_bootstrap_inner", "threading.py"),
-    ("run", "threading.py"),
-}
-
-
-def is_wrapper_frame(name: str, file: str) -> bool:
-    """Thread bootstrap (`Thread._bootstrap`, `_bootstrap_inner`, `Thread.run`) or a module entry."""
-    bare = name.rsplit(".", 1)[-1]
-    return (
-        name == "<module>" or (bare, file.replace("\\", "/").rsplit("/", 1)[-1]) in _WRAPPER_FRAMES
-    )
 
 
 def shown_functions(data: ReportData) -> list[FunctionShare]:

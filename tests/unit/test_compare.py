@@ -96,6 +96,18 @@ def test_shares_are_counts_over_ticks_on_each_side():
     assert _row(c.threads, "ingress").verdict == UNCHANGED
 
 
+def test_thread_bootstrap_frames_are_left_out_of_the_function_rows_unless_asked():
+    def side(hot: int) -> Profile:
+        stack = ("Thread._bootstrap@threading.py", "Thread.run@threading.py", "loop", "hot")
+        return make_profile([(100, [sample("exec", *stack, count=hot, tid=EXEC)])] * 4)
+
+    before, after = side(30), side(10)
+    names = {f.name for f in compare_profiles(before, after).functions}
+    assert names == {"loop", "hot"}
+    names = {f.name for f in compare_profiles(before, after, all_frames=True).functions}
+    assert names == {"Thread._bootstrap", "Thread.run", "loop", "hot"}
+
+
 def test_a_profile_compared_with_itself_has_no_change_anywhere():
     rng = random.Random(3)
     profile = make_profile(
