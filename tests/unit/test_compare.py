@@ -404,7 +404,7 @@ def test_functions_named_in_angle_brackets_get_rows():
     after = make_profile(
         [(100, [sample("main", "<module>", "run", "<lambda>", count=10, tid=1)])] * 3
     )
-    c = compare_profiles(before, after, watch=())
+    c = compare_profiles(before, after, watch=(), all_frames=True)  # <module> is a wrapper frame
     names = {r.name for r in c.functions}
     assert {"<module>", "run", "<lambda>"} <= names
     assert _row(c.functions, "<lambda>").total.delta == pytest.approx(-0.30)
