@@ -8,7 +8,7 @@ import click
 
 from gilprof.cli._options import format_option
 from gilprof.reference.bench import BENCHMARKS, BenchPlan, run_bench
-from gilprof.renderers import render
+from gilprof.renderers import info, render
 
 
 @click.command("bench-reference")
@@ -82,8 +82,10 @@ def command(
     with more ranks than cores they are noisy. Needs `pip install 'gilprof[mpi]'`
     for the broadcast and bcast parts.
     """
+    fmt = "json" if as_json else fmt
+    info("bench_reference", fmt)  # an unknown format fails before a minute of benchmarks
     make_plan = BenchPlan.quick if quick else BenchPlan.full
     plan = make_plan(ranks=ranks, repeats=repeats, seed=seed)
     result = run_bench(plan, only=only, timeout=timeout)
     width = max(100, min(200, shutil.get_terminal_size((120, 24)).columns))
-    click.echo(render("bench_reference", "json" if as_json else fmt, result, width=width), nl=False)
+    click.echo(render("bench_reference", fmt, result, width=width), nl=False)

@@ -13,7 +13,7 @@ from gilprof.cli._verdict import judge, loop_options
 from gilprof.errors import BudgetFailed
 from gilprof.profile import Profile, write_text_atomic
 from gilprof.recipes import Recipe, load_budget_file
-from gilprof.renderers import render
+from gilprof.renderers import info, render
 from gilprof.steps import rank_steps
 
 
@@ -81,6 +81,7 @@ def command(
     reaches --max-new-share; GIL utilization catches time added in total. With --steps
     the host/device verdict is printed too (information, not a budget).
     """
+    info("gate", fmt)  # an unknown format fails before any file is read
     budgets, note = resolve_budgets(
         recipe.gate if recipe else GateBudgets(),
         load_budget_file(budget_file) if budget_file else GateBudgets(),

@@ -7,14 +7,14 @@ import sys
 import click
 
 from gilprof.cli._options import format_option
-from gilprof.renderers import render
+from gilprof.renderers import info, render
 from gilprof.sampling.discover import job_processes
 
 
 @click.command("ps")
 @click.option("--job", type=int, help="Only descendants of this launcher PID.")
 @format_option("ps", "table")
-@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as --format json.")
 def command(job: int | None, fmt: str, as_json: bool) -> None:
     """List Python processes that belong to distributed jobs on this host.
 
@@ -38,8 +38,9 @@ def command(job: int | None, fmt: str, as_json: bool) -> None:
       gilprof ps --format json | jq '.[] | select(.rank == 0) | .pid'
       gilprof ps --format json | jq '.[] | select(.role == "gen" and .rank == 0)'
     """
-    procs = job_processes(job)
     fmt = "json" if as_json else fmt
+    info("ps", fmt)  # an unknown format fails even when no process is found
+    procs = job_processes(job)
     if not procs and fmt != "json":
         click.echo("no Python ranks of distributed jobs found on this host", err=True)
         return

@@ -13,7 +13,7 @@ from gilprof.renderers import render
 @click.command("recipes")
 @click.option("--show", "show", metavar="NAME|FILE", help="Print one recipe and check it.")
 @format_option("recipes", "table")
-@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as --format json.")
 @click.option("--plain", is_flag=True, help="Same as --format plain: tab-separated list, no table.")
 def command(show: str | None, fmt: str, as_json: bool, plain: bool) -> None:
     """List the recipes for known serving stacks, or show one.
