@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
+MPI_SCRIPTS = Path(__file__).resolve().parent / "mpi_scripts"
+GIL_WORKLOAD = str(WORKLOADS / "gil_workload.py")
+# gil_workload.py with less work per round: light enough for several ranks on 2 cores
+LIGHT = ["--broadcast-work", "4000", "--route-work", "2000", "--ingress-work", "2000"]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 # Target interpreters: pyenv's on these machines; any other python3.X on PATH elsewhere.
@@ -55,6 +64,28 @@ def require_tool(name: str) -> str:
             pytest.fail(f"{name} is required in CI but was not found")
         pytest.skip(f"{name} not available")
     return path
+
+
+def require_mpi() -> str:
+    """mpiexec, for jobs whose ranks import mpi4py."""
+    mpiexec = require_tool("mpiexec")
+    pytest.importorskip("mpi4py")
+    return mpiexec
+
+
+def accuracy_runner() -> ModuleType:
+    """benchmarks/accuracy/run.py, loaded once as `gilprof_accuracy_run` (which puts its
+    folder on sys.path, so its sibling modules import by name after it)."""
+    name = "gilprof_accuracy_run"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, ROOT / "benchmarks" / "accuracy" / "run.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def gilprof_cmd(*args: str) -> list[str]:
@@ -101,3 +132,206 @@ def wait_for(predicate, timeout: float, interval: float = 0.05):
             return value
         time.sleep(interval)
     return None
+
+
+# ---------------------------------------------------------------------------------------
+# Targets: workloads, MPI jobs, PID files
+
+# Spins in the main thread for 30 s after writing its PID to argv[1]: py-spy sees it hold the
+# GIL, and it has no other thread that would keep it alive after a KeyboardInterrupt.
+SPINNER = (
+    "import os, sys, time\n"
+    "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+    "end = time.monotonic() + 30\n"
+    "while time.monotonic() < end:\n"
+    "    sum(i * i for i in range(2000))\n"
+)
+
+
+def light_workload(seconds: float, *args: str) -> list[str]:
+    """The argv of gil_workload.py with LIGHT work for `seconds`."""
+    return [sys.executable, GIL_WORKLOAD, "--duration", str(seconds), *args, *LIGHT]
+
+
+def start_target(spawn, argv: list[str], settle: float = 0.5) -> subprocess.Popen:
+    """Start a target and give its interpreter `settle` seconds to start its threads."""
+    target = spawn(argv)
+    time.sleep(settle)
+    return target
+
+
+def read_pid(path: Path) -> int | None:
+    """The PID a target wrote to `path`, None until it has."""
+    return int(path.read_text()) if path.exists() and path.read_text() else None
+
+
+def read_pidfiles(prefix: Path, n: int) -> dict[int, int] | None:
+    """{rank: pid} once each of n ranks wrote `<prefix>.<rank>`, else None."""
+    files = {r: Path(f"{prefix}.{r}") for r in range(n)}
+    if all(f.exists() and f.read_text() for f in files.values()):
+        return {r: int(f.read_text()) for r, f in files.items()}
+    return None
+
+
+def start_ranks(
+    spawn, n: int, *command: str, prefix: Path
+) -> tuple[subprocess.Popen, dict[int, int]]:
+    """`mpiexec -n N COMMAND --pidfile PREFIX`, once every rank wrote its PID: (job, {rank: pid})."""
+    mpiexec = require_tool("mpiexec")
+    job = spawn(
+        [mpiexec, "-n", str(n), *command, "--pidfile", str(prefix)], stdin=subprocess.DEVNULL
+    )
+    pids = wait_for(lambda: read_pidfiles(prefix, n), timeout=30)
+    # the job's stderr only once it has ended: reading a running job's pipe would block
+    assert pids, f"the {n} ranks did not start: " + (
+        "no PID files after 30 s" if job.poll() is None else job.stderr.read().decode()[-2000:]
+    )
+    return job, pids
+
+
+def pyspy_children(pid: int) -> list[int]:
+    """The py-spy processes below `pid` (gilprof's samplers)."""
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True) if c.name() == "py-spy"]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+# ---------------------------------------------------------------------------------------
+# gilprof: as a subprocess, in-process, and its results
+
+
+def attach(spawn, pid: int, out: Path, *args: str) -> subprocess.Popen:
+    """`gilprof attach --pid PID ARGS -q -o OUT`, running."""
+    return spawn(gilprof_cmd("attach", "--pid", str(pid), *args, "-q", "-o", str(out)))
+
+
+def launch(
+    spawn, out: Path, ranks: int, *argv: str, options: Sequence[str] = ()
+) -> subprocess.Popen:
+    """`gilprof attach --rank 0 OPTIONS -q -o OUT -- mpiexec -n RANKS ARGV` (launch mode), running."""
+    mpiexec = require_tool("mpiexec")
+    return spawn(
+        gilprof_cmd(
+            *("attach", "--rank", "0", *options, "-q", "-o", str(out)),
+            *("--", mpiexec, "-n", str(ranks), *argv),
+        )
+    )
+
+
+def assert_exits(proc: subprocess.Popen, code: int = 0, timeout: float = 60) -> None:
+    """`proc` exits with `code` within `timeout` s, else its stderr fails the test."""
+    assert proc.wait(timeout=timeout) == code, proc.stderr.read().decode()
+
+
+def output_of(proc: subprocess.Popen, timeout: float = 60) -> bytes:
+    """What a spawned process printed, once it exited 0 (else its stderr fails the test)."""
+    stdout, stderr = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, stderr.decode(errors="replace")
+    return stdout
+
+
+def gilprof_stdout(spawn, *args: str, timeout: float = 60) -> str:
+    """What `gilprof ARGS` printed, once it exited 0."""
+    return output_of(spawn(gilprof_cmd(*args)), timeout).decode()
+
+
+def run_gilprof(
+    *args: str, prefix: Sequence[str] = (), timeout: float = 60, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
+    """`[PREFIX] gilprof ARGS` to completion from the repository root, its output as text."""
+    return subprocess.run(
+        [*prefix, *gilprof_cmd(*args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(ROOT),
+        **kwargs,
+    )
+
+
+def no_rank_env() -> dict[str, str]:
+    """This environment without any rank variable (PMI_RANK, ...): a process of no job."""
+    from gilprof.sampling.discover import RANK_VARIABLES
+
+    return {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
+
+
+def gilprof_ps() -> list[dict]:
+    """`gilprof ps --format json`: one row per Python process on this host."""
+    return json.loads(run_gilprof("ps", "--format", "json", timeout=30, check=True).stdout)
+
+
+def run_cli(*args: str | Path, **kwargs: Any):
+    """gilprof in-process (click's runner): quicker, and the same code path."""
+    from click.testing import CliRunner
+
+    from gilprof.cli.main import cli
+
+    return CliRunner().invoke(cli, [str(a) for a in args], **kwargs)
+
+
+def report_json(profile: Path) -> dict:
+    """`gilprof report PROFILE --format json`, in-process."""
+    result = run_cli("report", profile, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def run_in_session(
+    argv: list[str], *, timeout: float, what: str, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
+    """Run `argv` to completion in a session of its own, whose every process is killed if
+    it outlives `timeout` (which fails the test)."""
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} did not finish within {timeout:g} s")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def repo_pythonpath() -> dict[str, str]:
+    """This environment with the repository first on PYTHONPATH (for scripts run elsewhere)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+CHECK_LINE = re.compile(r"^rank=(\d+) check=(\w+) (ok|FAIL)(.*)$", re.MULTILINE)
+
+
+def assert_every_rank_passes(script: str, checks: Sequence[str], ranks: int, timeout: float):
+    """Run mpi_scripts/SCRIPT under `mpiexec -n RANKS`: each rank must report each check ok."""
+    argv = [require_mpi(), "-n", str(ranks), sys.executable, str(MPI_SCRIPTS / script)]
+    result = run_in_session(
+        argv, timeout=timeout, what=f"mpiexec -n {ranks} {script}", env=repo_pythonpath()
+    )
+    seen = {(int(m[1]), m[2]): (m[3], m[4]) for m in CHECK_LINE.finditer(result.stdout)}
+    failed = {key: detail for key, (status, detail) in seen.items() if status != "ok"}
+    assert not failed, failed
+    assert set(seen) == {(rank, check) for rank in range(ranks) for check in checks}, (
+        result.stdout + result.stderr
+    )
+    for rank in range(ranks):
+        assert f"rank={rank} size={ranks} done failures=0" in result.stdout
+    assert result.returncode == 0, result.stderr

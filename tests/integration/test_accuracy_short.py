@@ -15,35 +15,20 @@ which skews contention-mode shares by a few points (measured in benchmarks/accur
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import accuracy_runner
 
 pytestmark = pytest.mark.integration
 
 SECONDS = 4.0
 
 
-def _runner() -> ModuleType:
-    name = "gilprof_accuracy_run"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, ROOT / "benchmarks" / "accuracy" / "run.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 def _measure(tmp_path, workload: str, mode: str):
-    run = _runner()
+    run = accuracy_runner()
     return run.measure(
         run.Config(workload, mode, 100, SECONDS), sys.executable, tmp_path, baseline_s=0.2
     )

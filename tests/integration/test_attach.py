@@ -4,29 +4,33 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 
 from gilprof.profile import Profile
 
-from .conftest import WORKLOADS, gilprof_cmd, require_interpreter, require_tool, wait_for
+from .conftest import (
+    GIL_WORKLOAD,
+    assert_exits,
+    attach,
+    launch,
+    pyspy_children,
+    report_json,
+    require_interpreter,
+    run_cli,
+    run_gilprof,
+    running,
+    start_ranks,
+    start_target,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
-WORKLOAD = str(WORKLOADS / "gil_workload.py")
-
-
-def report_json(profile: Path) -> dict:
-    from click.testing import CliRunner
-
-    from gilprof.cli.main import cli
-
-    result = CliRunner().invoke(cli, ["report", str(profile), "--format", "json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+WORKLOAD = GIL_WORKLOAD
 
 
 @pytest.mark.parametrize("minor,seconds", [("11", 10.0), ("12", 6.0), ("13", 6.0)])
@@ -34,13 +38,11 @@ def test_attribution_matches_ground_truth(tmp_path, spawn, minor, seconds):
     """Thread CPU time inside a pure-Python function / wall time is its GIL-held share."""
     python = require_interpreter(minor)
     truth_file = tmp_path / "truth.json"
-    target = spawn([python, WORKLOAD, "--duration", str(seconds + 2.5), "--truth", str(truth_file)])
-    time.sleep(0.8)
-    out = tmp_path / "p.json"
-    run = spawn(
-        gilprof_cmd("attach", "--pid", str(target.pid), "-d", str(seconds), "-q", "-o", str(out))
+    target = start_target(
+        spawn, [python, WORKLOAD, "--duration", str(seconds + 2.5), "--truth", str(truth_file)], 0.8
     )
-    assert run.wait(timeout=seconds + 60) == 0, run.stderr.read().decode()
+    out = tmp_path / "p.json"
+    assert_exits(attach(spawn, target.pid, out, "-d", str(seconds)), timeout=seconds + 60)
     assert target.wait(timeout=30) == 0
     truth = json.loads(truth_file.read_text())
     report = report_json(out)
@@ -67,41 +69,15 @@ def test_attribution_matches_ground_truth(tmp_path, spawn, minor, seconds):
         assert abs(share - truth[name] / expected_util) < tolerance, (name, watch[name], truth)
 
 
-def _read_pidfiles(prefix: Path, n: int) -> dict[int, int] | None:
-    files = {r: Path(f"{prefix}.{r}") for r in range(n)}
-    if all(f.exists() and f.read_text() for f in files.values()):
-        return {r: int(f.read_text()) for r, f in files.items()}
-    return None
-
-
 def test_rank_selection_on_four_rank_job(tmp_path, spawn):
-    mpiexec = require_tool("mpiexec")
-    prefix = tmp_path / "pid"
-    job = spawn(
-        [
-            mpiexec,
-            "-n",
-            "4",
-            sys.executable,
-            WORKLOAD,
-            "--duration",
-            "8",
-            "--pidfile",
-            str(prefix),
-            "--broadcast-work",
-            "4000",
-            "--ingress-work",
-            "2000",
-        ]
+    job, pids = start_ranks(
+        spawn,
+        4,
+        *(sys.executable, WORKLOAD, "--duration", "8"),
+        *("--broadcast-work", "4000", "--ingress-work", "2000"),
+        prefix=tmp_path / "pid",
     )
-    pids = wait_for(lambda: _read_pidfiles(prefix, 4), timeout=30)
-    assert pids, "the 4 ranks did not start"
-
-    from click.testing import CliRunner
-
-    from gilprof.cli.main import cli
-
-    listing = CliRunner().invoke(cli, ["ps", "--job", str(job.pid), "--json"])
+    listing = run_cli("ps", "--job", str(job.pid), "--json")
     assert listing.exit_code == 0, listing.output
     ranks = {row["rank"]: row for row in json.loads(listing.output)}
     assert sorted(ranks) == [0, 1, 2, 3]
@@ -109,9 +85,7 @@ def test_rank_selection_on_four_rank_job(tmp_path, spawn):
     assert ranks[0]["world_size"] == 4
 
     out = tmp_path / "rank0.json"
-    result = CliRunner().invoke(
-        cli, ["attach", "--job", str(job.pid), "--rank", "0", "-d", "1.5", "-q", "-o", str(out)]
-    )
+    result = run_cli("attach", "--job", str(job.pid), "--rank", "0", "-d", "1.5", "-q", "-o", out)
     assert result.exit_code == 0, result.output
     profile = Profile.load(out).to_dict()
     assert profile["target"]["pid"] == pids[0]
@@ -128,107 +102,64 @@ def test_shell_pid_resolves_to_python_child(tmp_path, spawn):
         timeout=10,
     )
     assert child
-    from click.testing import CliRunner
-
-    from gilprof.cli.main import cli
-
     out = tmp_path / "p.json"
-    result = CliRunner().invoke(
-        cli, ["attach", "--pid", str(shell.pid), "-d", "1", "-q", "-o", str(out)]
-    )
+    result = run_cli("attach", "--pid", str(shell.pid), "-d", "1", "-q", "-o", out)
     assert result.exit_code == 0, result.output
     assert Profile.load(out).to_dict()["target"]["pid"] == child[0].pid
 
 
 def test_launch_mode_returns_job_exit_code(tmp_path, spawn):
-    mpiexec = require_tool("mpiexec")
     out = tmp_path / "launched.json"
-    run = spawn(
-        gilprof_cmd(
-            "attach",
-            "--rank",
-            "0",
-            "-d",
-            "1",
-            "-q",
-            "-o",
-            str(out),
-            "--",
-            mpiexec,
-            "-n",
-            "2",
-            sys.executable,
-            WORKLOAD,
-            "--duration",
-            "3",
-            "--exit-code",
-            "3",
-        )
-    )
-    assert run.wait(timeout=90) == 3, run.stderr.read().decode()
+    workload = (sys.executable, WORKLOAD, "--duration", "3", "--exit-code", "3")
+    run = launch(spawn, out, 2, *workload, options=("-d", "1"))
+    assert_exits(run, 3, timeout=90)
     profile = Profile.load(out).to_dict()
     assert profile["target"]["rank"] == 0
     assert sum(c for w in profile["windows"] for _, c in w["counts"]) > 0
 
 
 def test_sigint_writes_partial_profile_and_leaves_no_sampler(tmp_path, spawn):
-    target = spawn([sys.executable, WORKLOAD, "--duration", "30"])
-    time.sleep(0.5)
+    target = start_target(spawn, [sys.executable, WORKLOAD, "--duration", "30"])
     out = tmp_path / "p.json"
-    run = spawn(gilprof_cmd("attach", "--pid", str(target.pid), "-q", "-o", str(out)))
+    run = attach(spawn, target.pid, out)
     # let at least one window complete, then interrupt mid-window
     time.sleep(3.0)
-    samplers = [c.pid for c in psutil.Process(run.pid).children(recursive=True)]
+    samplers = pyspy_children(run.pid)
     run.send_signal(signal.SIGINT)
-    assert run.wait(timeout=30) == 130, run.stderr.read().decode()
+    assert_exits(run, 130, timeout=30)
     profile = Profile.load(out).to_dict()
     assert profile["sampling"]["partial"] is True
     assert "interrupted" in profile["sampling"]["partial_reason"]
     assert sum(c for w in profile["windows"] for _, c in w["counts"]) > 50
     assert samplers, "py-spy was not running as gilprof's child"
-    assert not [
-        p
-        for p in samplers
-        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-    ]
+    assert not [p for p in samplers if running(p)]
     assert target.poll() is None  # the target itself is left alone
 
 
-def _one_line_error(run) -> str:
-    err = run.stderr.decode().strip()
+def _one_line_error(run: subprocess.CompletedProcess[str]) -> str:
+    err = run.stderr.strip()
     assert "Traceback" not in err
     assert len(err.splitlines()) == 1, err
     return err
 
 
 def test_bad_targets_give_one_clear_line(tmp_path, spawn):
-    import subprocess
-
-    missing = subprocess.run(
-        gilprof_cmd("attach", "--pid", "999999", "-d", "1"), capture_output=True, timeout=60
-    )
+    missing = run_gilprof("attach", "--pid", "999999", "-d", "1")
     assert missing.returncode == 3
     assert "no process with PID 999999" in _one_line_error(missing)
 
     sleeper = spawn(["sleep", "30"])
-    not_python = subprocess.run(
-        gilprof_cmd("attach", "--pid", str(sleeper.pid), "-d", "1"), capture_output=True, timeout=60
-    )
+    not_python = run_gilprof("attach", "--pid", str(sleeper.pid), "-d", "1")
     assert not_python.returncode == 3
     assert "not a Python process" in _one_line_error(not_python)
 
     truncated = tmp_path / "trunc.json"
     good = tmp_path / "good.json"
-    target = spawn([sys.executable, WORKLOAD, "--duration", "5"])
-    time.sleep(0.5)
-    ok = subprocess.run(
-        gilprof_cmd("attach", "--pid", str(target.pid), "-d", "1", "-q", "-o", str(good)),
-        capture_output=True,
-        timeout=60,
-    )
-    assert ok.returncode == 0, ok.stderr.decode()
+    target = start_target(spawn, [sys.executable, WORKLOAD, "--duration", "5"])
+    ok = run_gilprof("attach", "--pid", str(target.pid), "-d", "1", "-q", "-o", str(good))
+    assert ok.returncode == 0, ok.stderr
     # cut inside the header (a stream cut after it reads as a partial profile: test_faults)
     truncated.write_bytes(good.read_bytes()[:20])
-    broken = subprocess.run(gilprof_cmd("report", str(truncated)), capture_output=True, timeout=60)
+    broken = run_gilprof("report", str(truncated))
     assert broken.returncode == 2
     assert "truncated" in _one_line_error(broken)

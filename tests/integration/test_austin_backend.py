@@ -8,15 +8,26 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
-from .conftest import IN_CI, ROOT, WORKLOADS, gilprof_cmd
+from gilprof.model import ThreadState
+from gilprof.profile import Profile
+
+from .conftest import (
+    GIL_WORKLOAD,
+    IN_CI,
+    ROOT,
+    assert_exits,
+    attach,
+    output_of,
+    report_json,
+    run_cli,
+    start_target,
+)
 
 pytestmark = pytest.mark.integration
-WORKLOAD = str(WORKLOADS / "gil_workload.py")
+WORKLOAD = GIL_WORKLOAD
 CROSSCHECK = ROOT / "benchmarks" / "backend_crosscheck.py"
 TOLERANCE_POINTS = 5.0
 
@@ -34,16 +45,6 @@ def austin() -> str:
         pytest.skip(f"austin not usable here: {exc}")
 
 
-def report_json(profile: Path) -> dict:
-    from click.testing import CliRunner
-
-    from gilprof.cli.main import cli
-
-    result = CliRunner().invoke(cli, ["report", str(profile), "--format", "json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
-
-
 def _per_thread(profile) -> dict[int, int]:
     counts: dict[int, int] = {}
     for sample in profile.samples():
@@ -51,31 +52,17 @@ def _per_thread(profile) -> dict[int, int]:
     return counts
 
 
-def test_attach_wall_mode_writes_a_valid_profile(tmp_path, spawn, austin):
-    from gilprof.model import ThreadState
-    from gilprof.profile import Profile
+def _austin_capture(spawn, out, mode: str, seconds: int, target_seconds: int):
+    """Sample gil_workload.py with austin in `mode`: (the target, the profile)."""
+    target = start_target(spawn, [sys.executable, WORKLOAD, "--duration", str(target_seconds)], 0.8)
+    run = attach(spawn, target.pid, out, "--backend", "austin", "--mode", mode, "-d", str(seconds))
+    assert_exits(run)
+    return target, Profile.load(out)
 
-    target = spawn([sys.executable, WORKLOAD, "--duration", "10"])
-    time.sleep(0.8)
+
+def test_attach_wall_mode_writes_a_valid_profile(tmp_path, spawn, austin):
     out = tmp_path / "austin.json"
-    run = spawn(
-        gilprof_cmd(
-            "attach",
-            "--pid",
-            str(target.pid),
-            "--backend",
-            "austin",
-            "--mode",
-            "wall",
-            "-d",
-            "3",
-            "-q",
-            "-o",
-            str(out),
-        )
-    )
-    assert run.wait(timeout=60) == 0, run.stderr.read().decode()
-    profile = Profile.load(out)
+    target, profile = _austin_capture(spawn, out, "wall", seconds=3, target_seconds=10)
     sampling = profile.sampling
     assert (sampling.sampler, sampling.sampler_version) == ("austin", austin)
     assert str(sampling.mode) == "wall" and sampling.ticks_source == "sampler"
@@ -100,30 +87,9 @@ def test_attach_wall_mode_writes_a_valid_profile(tmp_path, spawn, austin):
 
 
 def test_cpu_mode_keeps_running_threads_only(tmp_path, spawn, austin):
-    from gilprof.model import ThreadState
-    from gilprof.profile import Profile
-
-    target = spawn([sys.executable, WORKLOAD, "--duration", "8"])
-    time.sleep(0.8)
-    out = tmp_path / "cpu.json"
-    run = spawn(
-        gilprof_cmd(
-            "attach",
-            "--pid",
-            str(target.pid),
-            "--backend",
-            "austin",
-            "--mode",
-            "cpu",
-            "-d",
-            "2",
-            "-q",
-            "-o",
-            str(out),
-        )
+    target, profile = _austin_capture(
+        spawn, tmp_path / "cpu.json", "cpu", seconds=2, target_seconds=8
     )
-    assert run.wait(timeout=60) == 0, run.stderr.read().decode()
-    profile = Profile.load(out)
     assert profile.sampling.ticks_source == "sampler"
     assert all(s.state is ThreadState.ACTIVE for s in profile.samples())
     ticks = profile.sampling.ticks
@@ -135,27 +101,10 @@ def test_cpu_mode_keeps_running_threads_only(tmp_path, spawn, austin):
 
 
 def test_gil_mode_is_refused_with_one_line(tmp_path, spawn, austin):
-    from click.testing import CliRunner
-
-    from gilprof.cli.main import cli
-
-    target = spawn([sys.executable, WORKLOAD, "--duration", "10"])
-    time.sleep(0.5)
+    target = start_target(spawn, [sys.executable, WORKLOAD, "--duration", "10"])
     out = tmp_path / "never.json"
-    result = CliRunner().invoke(
-        cli,
-        [
-            "attach",
-            "--pid",
-            str(target.pid),
-            "--backend",
-            "austin",
-            "-d",
-            "1",
-            "-q",
-            "-o",
-            str(out),
-        ],
+    result = run_cli(
+        "attach", "--pid", str(target.pid), "--backend", "austin", "-d", "1", "-q", "-o", out
     )
     assert result.exit_code == 2, result.output
     assert result.stderr == (
@@ -171,24 +120,8 @@ def _crosscheck(spawn) -> dict:
     # different moments) and 250 Hz keep the comparison about the samplers: measured with
     # load average 8-10 on 2 cores, the largest focus difference was 3.0 points in 10 runs
     # (up to 7.6 at 100 Hz with 2-s windows and the default work sizes).
-    run = spawn(
-        [
-            sys.executable,
-            str(CROSSCHECK),
-            "--seconds",
-            "4",
-            "--scale",
-            "10",
-            "--window",
-            "4",
-            "--rate",
-            "250",
-            "--json",
-        ]
-    )
-    stdout, stderr = run.communicate(timeout=120)
-    assert run.returncode == 0, stderr.decode()
-    return json.loads(stdout)
+    options = ("--seconds", "4", "--scale", "10", "--window", "4", "--rate", "250", "--json")
+    return json.loads(output_of(spawn([sys.executable, str(CROSSCHECK), *options]), timeout=120))
 
 
 def test_wall_shares_agree_with_pyspy(spawn, austin):

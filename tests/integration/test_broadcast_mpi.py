@@ -1,81 +1,53 @@
-"""safe_broadcast before/after under real `mpiexec`, and `gilprof bench-reference --quick`."""
+"""The reference before/after broadcasts under real `mpiexec` (safe_broadcast and mpi4py's
+lowercase bcast, gilprof.reference.broadcast and .bcast), and `gilprof bench-reference --quick`."""
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from gilprof.cli.bench_reference import command as bench_command
 from gilprof.errors import UsageError
+from gilprof.reference.bcast import bcast_after
 from gilprof.reference.bench import BenchPlan, BenchRow, bench_broadcast, run_bench
 from gilprof.reference.broadcast import chunk_count, safe_broadcast, safe_broadcast_before
 
-from .conftest import require_tool
+from .conftest import assert_every_rank_passes, require_mpi
 
-SCRIPT = Path(__file__).parent / "mpi_scripts" / "broadcast_check.py"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CHECKS = (
-    "guards",
-    "raw_transport",
-    "chunk_boundaries",
-    "root_failure",
-    "receiver_failure",
-    "root_unpickle_failure",
-    "random_payloads",
-)
-LINE = re.compile(r"^rank=(\d+) check=(\w+) (ok|FAIL)(.*)$", re.MULTILINE)
-
-
-def _require_mpi() -> str:
-    pytest.importorskip("mpi4py")
-    return require_tool("mpiexec")
-
-
-def _run_under_mpiexec(ranks: int, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    mpiexec = _require_mpi()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    argv = [mpiexec, "-n", str(ranks), sys.executable, str(SCRIPT)]
-    process = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"mpiexec -n {ranks} did not finish within {timeout:.0f}s")
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+# Each script checks one module on every rank; (timeout in s, the checks each rank reports).
+MPI_CHECKS = {
+    "broadcast_check.py": (
+        60,
+        (
+            "guards",
+            "raw_transport",
+            "chunk_boundaries",
+            "root_failure",
+            "receiver_failure",
+            "root_unpickle_failure",
+            "random_payloads",
+        ),
+    ),
+    "bcast_check.py": (
+        90,
+        ("single_rank_and_impls", "shapes", "root_failure", "receiver_failure", "equivalent"),
+    ),
+}
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_every_rank_passes_every_check(ranks: int) -> None:
-    result = _run_under_mpiexec(ranks)
-    seen = {(int(m[1]), m[2]): (m[3], m[4]) for m in LINE.finditer(result.stdout)}
-    failed = {key: detail for key, (status, detail) in seen.items() if status != "ok"}
-    assert not failed, failed
-    assert set(seen) == {(rank, check) for rank in range(ranks) for check in CHECKS}, (
-        result.stdout + result.stderr
-    )
-    for rank in range(ranks):
-        assert f"rank={rank} size={ranks} done failures=0" in result.stdout
-    assert result.returncode == 0, result.stderr
+@pytest.mark.parametrize("script", list(MPI_CHECKS))
+def test_every_rank_passes_every_check(script: str, ranks: int) -> None:
+    timeout, checks = MPI_CHECKS[script]
+    assert_every_rank_passes(script, checks, ranks, timeout=timeout)
+
+
+def test_bcast_after_needs_no_mpi_without_a_communicator() -> None:
+    payload = {"tokens": [1, 2, 3]}
+    assert bcast_after(None, payload) is payload
 
 
 def test_single_rank_and_bad_chunk_size_need_no_mpi() -> None:
@@ -105,7 +77,7 @@ def test_broadcast_bench_rejects_a_single_rank() -> None:
 
 @pytest.mark.integration
 def test_bench_reference_quick_json() -> None:
-    _require_mpi()
+    require_mpi()
     assert bench_command.name == "bench-reference"
     outcome = CliRunner().invoke(
         bench_command, ["--quick", "--json", "--ranks", "2", "--timeout", "120"]

@@ -18,7 +18,7 @@ from gilprof.cli.main import cli
 from gilprof.model import Mode
 from gilprof.profile import Profile
 
-from ..unit.builders import make_profile, sample
+from ..unit.builders import hot_and_serve, make_profile, noisy_windows, sample
 
 pytestmark = pytest.mark.integration
 
@@ -27,40 +27,14 @@ def run(*args: str | Path, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(cli, [str(a) for a in args], env=env)
 
 
-def _fixed(hot: int = 30, other: int = 20, windows: int = 4, mode: Mode = Mode.GIL) -> Profile:
-    """Exact shares: safe_broadcast hot/100, serve other/100, utilization (hot+other)/100."""
-    return make_profile(
-        [
-            (
-                100,
-                [
-                    sample("executor-loop", "loop", "safe_broadcast", count=hot, tid=1),
-                    sample("ingress", "serve", count=other, tid=2),
-                ],
-            )
-            for _ in range(windows)
-        ],
-        mode=mode,
-    )
+def _fixed(mode: Mode = Mode.GIL) -> Profile:
+    """Exact shares: safe_broadcast 30%, serve 20%, utilization 50%."""
+    return hot_and_serve(("executor-loop", "loop", "safe_broadcast"), 30, 20, mode=mode)
 
 
-def _noisy(seed: int, hot_share: float, windows: int = 40, ticks: int = 200) -> Profile:
-    rng = random.Random(seed)
-    out = []
-    for _ in range(windows):
-        p = min(0.9, max(0.0, rng.gauss(hot_share, 0.03)))
-        hot = sum(rng.random() < p for _ in range(ticks))
-        serve = sum(rng.random() < 0.3 for _ in range(ticks - hot))
-        out.append(
-            (
-                ticks,
-                [
-                    sample("executor-loop", "loop", "fetch", "safe_broadcast", count=hot, tid=1),
-                    sample("ingress", "serve", count=serve, tid=2),
-                ],
-            )
-        )
-    return make_profile(out)
+def _noisy(seed: int, hot_share: float) -> Profile:
+    hot = ("executor-loop", "loop", "fetch", "safe_broadcast")
+    return make_profile(noisy_windows(random.Random(seed), hot_share, hot))
 
 
 def _save(profile: Profile, path: Path) -> Path:
@@ -101,17 +75,16 @@ def test_gate_passes_with_exit_0(fixed_profile):
     assert "gate passed" in result.stdout and "FAIL" not in result.stdout
 
 
+# On _fixed(): safe_broadcast 30% fails, serve 20% passes, utilization 50% fails.
+TWO_OF_THREE_FAIL = (
+    *("--max-share", "safe_broadcast=5"),
+    *("--max-share", "serve=50%"),
+    *("--max-utilization", "40"),
+)
+
+
 def test_gate_prints_every_failed_budget_with_measured_value_and_limit(fixed_profile):
-    result = run(
-        "gate",
-        fixed_profile,
-        "--max-share",
-        "safe_broadcast=5",
-        "--max-share",
-        "serve=50%",
-        "--max-utilization",
-        "40",
-    )
+    result = run("gate", fixed_profile, *TWO_OF_THREE_FAIL)
     assert result.exit_code == 1, result.output
     out = result.stdout
     assert (
@@ -253,18 +226,7 @@ def test_gate_budget_file_may_be_a_whole_recipe(tmp_path, fixed_profile):
 def test_gate_junit_is_well_formed_with_one_testcase_per_budget(tmp_path, fixed_profile):
     junit = tmp_path / "out" / "gate.xml"
     junit.parent.mkdir()
-    result = run(
-        "gate",
-        fixed_profile,
-        "--max-share",
-        "safe_broadcast=5",
-        "--max-share",
-        "serve=50",
-        "--max-utilization",
-        "40",
-        "--junit",
-        junit,
-    )
+    result = run("gate", fixed_profile, *TWO_OF_THREE_FAIL, "--junit", junit)
     assert result.exit_code == 1
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites" and root.get("tests") == "3" and root.get("failures") == "2"

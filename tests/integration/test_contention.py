@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,15 @@ import pytest
 from gilprof.model import ThreadState
 from gilprof.profile import Profile
 
-from .conftest import WORKLOADS, gilprof_cmd, require_interpreter
+from .conftest import (
+    WORKLOADS,
+    assert_exits,
+    attach,
+    gilprof_stdout,
+    require_interpreter,
+    run_cli,
+    start_target,
+)
 
 pytestmark = pytest.mark.integration
 WORKLOAD = str(WORKLOADS / "contention_workload.py")
@@ -27,41 +34,16 @@ WORKLOAD = str(WORKLOADS / "contention_workload.py")
 
 def _sample(spawn, tmp_path, python, spinners, seconds=8.0, native=False, window=2.0):
     truth_file = tmp_path / "truth.json"
-    args = [
-        python,
-        WORKLOAD,
-        "--spinners",
-        str(spinners),
-        "--duration",
-        str(seconds + 3),
-        "--truth",
-        str(truth_file),
-    ] + (["--native"] if native else [])
-    target = spawn(args)
-    time.sleep(0.8)
+    args = ["--spinners", str(spinners), "--duration", str(seconds + 3), "--truth", str(truth_file)]
+    target = start_target(spawn, [python, WORKLOAD, *args, *(["--native"] if native else [])], 0.8)
     out = tmp_path / "c.json"
-    run = spawn(
-        gilprof_cmd(
-            "attach",
-            "--pid",
-            str(target.pid),
-            "--mode",
-            "contention",
-            "-d",
-            str(seconds),
-            "--window",
-            str(window),
-            "-q",
-            "-o",
-            str(out),
-        )
+    run = attach(
+        spawn, target.pid, out, "--mode", "contention", "-d", str(seconds), "--window", str(window)
     )
-    assert run.wait(timeout=seconds + 60) == 0, run.stderr.read().decode()
+    assert_exits(run, timeout=seconds + 60)
     assert target.wait(timeout=60) == 0
-    report = spawn(gilprof_cmd("report", str(out), "--contention", "--format", "json"))
-    stdout, stderr = report.communicate(timeout=60)
-    assert report.returncode == 0, stderr.decode()
-    return json.loads(stdout), json.loads(truth_file.read_text())
+    report = gilprof_stdout(spawn, "report", str(out), "--contention", "--format", "json")
+    return json.loads(report), json.loads(truth_file.read_text())
 
 
 # The truth is thread CPU time read once at the end: its own error is a few scheduler ticks
@@ -157,13 +139,10 @@ def test_four_spinners_and_a_native_thread(tmp_path, spawn):
 
 
 def test_contention_flag_on_a_gil_profile_is_refused(tmp_path):
-    from click.testing import CliRunner
-
-    from gilprof.cli.main import cli
     from tests.unit.builders import make_profile, sample
 
     path = tmp_path / "gil.json"
     make_profile([(100, [sample("t", "f", count=5, tid=1)])]).save(path)
-    result = CliRunner().invoke(cli, ["report", str(path), "--contention"])
+    result = run_cli("report", path, "--contention")
     assert result.exit_code == 2
     assert "--mode contention" in result.output

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -10,12 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from gilprof.cli.main import cli
 from gilprof.steps import summarize_logs
 
-from .conftest import ROOT, gilprof_cmd, kill_tree, require_tool
+from .conftest import ROOT, gilprof_cmd, kill_tree, report_json, require_tool
 
 pytestmark = pytest.mark.integration
 
@@ -24,9 +21,7 @@ DEMO_TIMEOUT_S = 180
 
 
 def _watch(profile: Path) -> dict[str, dict]:
-    result = CliRunner().invoke(cli, ["report", str(profile), "--format", "json"])
-    assert result.exit_code == 0, result.output
-    return {w["function"]: w for w in json.loads(result.stdout)["watch"]}
+    return {w["function"]: w for w in report_json(profile)["watch"]}
 
 
 @pytest.fixture(scope="module")

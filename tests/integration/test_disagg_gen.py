@@ -8,16 +8,13 @@ script `examples/disagg_gen/server.py`; one more run as `python -m disagg_gen` f
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, require_tool
+from .conftest import ROOT, repo_pythonpath, require_mpi, run_in_session
 
 pytestmark = pytest.mark.integration
 
@@ -46,34 +43,22 @@ def _run_server(
     `as_module` runs `python -m disagg_gen` from `examples/`, else the compatibility script
     from the repository root.
     """
-    mpiexec = require_tool("mpiexec")
-    pytest.importorskip("mpi4py")
+    mpiexec = require_mpi()
     log, truth = out / f"{name}.log", out / f"{name}.json"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     entry = ["-m", "disagg_gen"] if as_module else [str(SERVER)]
     argv = [mpiexec, "-n", "4", sys.executable, *entry, *args]
     argv += ["--duration", str(seconds), "--warmup", str(WARMUP_SECONDS)]
     argv += ["--log-file", str(log), "--ground-truth", str(truth)]
-    proc = subprocess.Popen(
+    done = run_in_session(
         argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+        timeout=TIMEOUT_S,
+        what=f"server {' '.join(args)}",
+        env=repo_pythonpath(),
         cwd=str(EXAMPLES if as_module else ROOT),
-        start_new_session=True,
     )
-    try:
-        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"server {' '.join(args)} did not finish within {TIMEOUT_S} s")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    return log, truth, stdout + stderr
+    output = f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert done.returncode == 0, f"exit {done.returncode}\n{output}"
+    return log, truth, done.stdout + done.stderr
 
 
 def _iteration_lines(log: Path) -> list[re.Match[str]]:

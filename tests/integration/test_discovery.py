@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import subprocess
@@ -14,73 +13,32 @@ import pytest
 
 from gilprof.profile import Profile
 
-from .conftest import WORKLOADS, gilprof_cmd, require_tool, wait_for
+from .conftest import SPINNER, WORKLOADS, gilprof_cmd, gilprof_ps, run_gilprof, start_ranks
 
 pytestmark = pytest.mark.integration
+# mpi_collectives.py: rounds of collectives for 30 s, light work and a pause in each
+APP_ARGS = ("--seconds", "30", "--work", "2000", "--pause", "0.1")
 
 
-def _app_in_a_folder_named_gilprof(tmp_path: Path) -> Path:
+def _app_in_a_folder_named_gilprof(tmp_path: Path) -> str:
     # Before, any process with "gilprof" in its first arguments was taken for gilprof itself.
     folder = tmp_path / "gilprof work"
     folder.mkdir()
     app = folder / "app.py"
     shutil.copy(WORKLOADS / "mpi_collectives.py", app)
-    return app
-
-
-def _pids(prefix: Path, n: int) -> dict[int, int] | None:
-    files = {r: Path(f"{prefix}.{r}") for r in range(n)}
-    if all(f.exists() and f.read_text() for f in files.values()):
-        return {r: int(f.read_text()) for r, f in files.items()}
-    return None
-
-
-def _ps() -> list[dict]:
-    out = subprocess.run(
-        gilprof_cmd("ps", "--format", "json"),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
-    return json.loads(out)
+    return str(app)
 
 
 def test_ranks_of_an_app_under_a_path_named_gilprof(tmp_path, spawn):
-    mpiexec = require_tool("mpiexec")
-    app, prefix = _app_in_a_folder_named_gilprof(tmp_path), tmp_path / "pid"
-    job = spawn(
-        [
-            mpiexec,
-            "-n",
-            "4",
-            sys.executable,
-            str(app),
-            "--seconds",
-            "30",
-            "--work",
-            "2000",
-            "--pause",
-            "0.1",
-            "--pidfile",
-            str(prefix),
-        ],
-        stdin=subprocess.DEVNULL,
-    )
-    pids = wait_for(lambda: _pids(prefix, 4), timeout=30)
-    assert pids, job.stderr.read().decode()[-2000:] if job.poll() is not None else "no ranks"
-    rows = {r["pid"]: r for r in _ps() if r["pid"] in pids.values()}
+    app = _app_in_a_folder_named_gilprof(tmp_path)
+    job, pids = start_ranks(spawn, 4, sys.executable, app, *APP_ARGS, prefix=tmp_path / "pid")
+    rows = {r["pid"]: r for r in gilprof_ps() if r["pid"] in pids.values()}
     assert {pid: rows[pid]["rank"] for pid in rows} == {pid: r for r, pid in pids.items()}
 
     out = tmp_path / "rank2.json"
     # --job: other jobs may run on a shared test machine
-    done = subprocess.run(
-        gilprof_cmd(
-            "attach", "--job", str(job.pid), "--rank", "2", "-d", "1", "-q", "-o", str(out)
-        ),
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = run_gilprof(
+        "attach", "--job", str(job.pid), "--rank", "2", "-d", "1", "-q", "-o", str(out)
     )
     assert done.returncode == 0, done.stderr
     target = Profile.load(out).target
@@ -88,44 +46,17 @@ def test_ranks_of_an_app_under_a_path_named_gilprof(tmp_path, spawn):
 
 
 def test_rank_under_gilprof_exec_is_the_child_not_gilprof(tmp_path, spawn):
-    mpiexec = require_tool("mpiexec")
-    app, prefix = _app_in_a_folder_named_gilprof(tmp_path), tmp_path / "pid"
-    job = spawn(
-        [
-            mpiexec,
-            "-n",
-            "2",
-            *gilprof_cmd("exec", "--ranks", "0", "-q", "-o", str(tmp_path / "prof"), "--"),
-            sys.executable,
-            str(app),
-            "--seconds",
-            "30",
-            "--work",
-            "2000",
-            "--pause",
-            "0.1",
-            "--pidfile",
-            str(prefix),
-        ],
-        stdin=subprocess.DEVNULL,
+    app = _app_in_a_folder_named_gilprof(tmp_path)
+    exec_rank0 = gilprof_cmd("exec", "--ranks", "0", "-q", "-o", str(tmp_path / "prof"), "--")
+    _, pids = start_ranks(
+        spawn, 2, *exec_rank0, sys.executable, app, *APP_ARGS, prefix=tmp_path / "pid"
     )
-    pids = wait_for(lambda: _pids(prefix, 2), timeout=30)
-    assert pids, "no ranks" if job.poll() is None else job.stderr.read().decode()[-2000:]
     exec_pid = psutil.Process(pids[0]).ppid()  # gilprof exec, sampling rank 0
-    listed = _ps()
+    listed = gilprof_ps()
     launcher = next(r["launcher_pid"] for r in listed if r["pid"] == pids[1])
     rows = [r for r in listed if r["launcher_pid"] == launcher]  # this job's, on a shared host
     assert sorted((r["rank"], r["pid"]) for r in rows) == [(0, pids[0]), (1, pids[1])]
     assert exec_pid not in {r["pid"] for r in rows}
-
-
-SPINNER = (
-    "import os, sys, time\n"
-    "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
-    "end = time.monotonic() + 30\n"
-    "while time.monotonic() < end:\n"
-    "    sum(i * i for i in range(2000))\n"
-)
 
 
 def _attach_to_own_shell(tmp_path: Path, before: str) -> subprocess.CompletedProcess[str]:

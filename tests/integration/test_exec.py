@@ -18,69 +18,40 @@ import pytest
 from gilprof.profile import Profile
 from gilprof.sampling.discover import RANK_VARIABLES
 
-from .conftest import ROOT, WORKLOADS, gilprof_cmd, require_tool, wait_for
-
-pytestmark = pytest.mark.integration
-WORKLOAD = str(WORKLOADS / "gil_workload.py")
-LIGHT = ["--broadcast-work", "4000", "--route-work", "2000", "--ingress-work", "2000"]
-
-# Spins in the main thread, so py-spy sees it hold the GIL, and has no other thread that
-# would keep it alive after a KeyboardInterrupt (gil_workload.py's threads would).
-SPINNER = (
-    "import os, sys, time\n"
-    "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
-    "end = time.monotonic() + 30\n"
-    "while time.monotonic() < end:\n"
-    "    sum(i * i for i in range(2000))\n"
+from .conftest import (
+    GIL_WORKLOAD,
+    ROOT,
+    SPINNER,
+    WORKLOADS,
+    gilprof_cmd,
+    light_workload,
+    no_rank_env,
+    pyspy_children,
+    read_pid,
+    read_pidfiles,
+    require_tool,
+    run_gilprof,
+    start_ranks,
+    wait_for,
 )
 
-
-def _no_rank_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
+pytestmark = pytest.mark.integration
 
 
-def _read_pidfiles(prefix: Path, n: int) -> dict[int, int] | None:
-    files = {r: Path(f"{prefix}.{r}") for r in range(n)}
-    if all(f.exists() and f.read_text() for f in files.values()):
-        return {r: int(f.read_text()) for r, f in files.items()}
-    return None
+def _exec_rank0(out: Path, *command: str) -> list[str]:
+    """`gilprof exec --ranks 0 -o OUT -- COMMAND`: rank 0 sampled, the others exec'd."""
+    return gilprof_cmd("exec", "--ranks", "0", "-o", str(out), "--", *command)
 
 
 def test_rank0_sampled_as_child_other_ranks_exec_directly(tmp_path, spawn):
-    mpiexec = require_tool("mpiexec")
-    prefix, out = tmp_path / "pid", tmp_path / "prof"
-    job = spawn(
-        [
-            mpiexec,
-            "-n",
-            "4",
-            *gilprof_cmd(
-                "exec",
-                "--ranks",
-                "0",
-                "-o",
-                str(out),
-                "--",
-                sys.executable,
-                WORKLOAD,
-                "--duration",
-                "4",
-                "--exit-code",
-                "3",
-                "--pidfile",
-                str(prefix),
-                *LIGHT,
-            ),
-        ],
-        stdin=subprocess.DEVNULL,
-    )
-    pids = wait_for(lambda: _read_pidfiles(prefix, 4), timeout=30)
-    assert pids, "the 4 ranks did not start: " + job.stderr.read().decode()[-2000:]
+    out = tmp_path / "prof"
+    workload = light_workload(4, "--exit-code", "3")
+    job, pids = start_ranks(spawn, 4, *_exec_rank0(out, *workload), prefix=tmp_path / "pid")
     parents = {r: psutil.Process(pid).parent() for r, pid in pids.items()}
     for rank in (1, 2, 3):
         # the process mpiexec's proxy started is the workload itself: gilprof exec'd it
         assert parents[rank].name() == "hydra_pmi_proxy", (rank, parents[rank].cmdline())
-        assert psutil.Process(pids[rank]).cmdline()[1] == WORKLOAD
+        assert psutil.Process(pids[rank]).cmdline()[1] == GIL_WORKLOAD
     rank0_parent = parents[0].cmdline()
     assert "gilprof" in rank0_parent and "exec" in rank0_parent, rank0_parent
     assert parents[0].parent().name() == "hydra_pmi_proxy"
@@ -103,18 +74,16 @@ def test_sigterm_is_forwarded_and_exit_status_passes_through(tmp_path, spawn):
     # stdin not a terminal: as under a launcher, the child gets its own process group
     run = spawn(
         gilprof_cmd("exec", "-o", str(out), "--", sys.executable, "-c", SPINNER, str(pidfile)),
-        env=_no_rank_env(),
+        env=no_rank_env(),
         stdin=subprocess.DEVNULL,
     )
-    child = wait_for(
-        lambda: pidfile.exists() and pidfile.read_text() and int(pidfile.read_text()), timeout=30
-    )
+    child = wait_for(lambda: read_pid(pidfile), timeout=30)
     assert child, run.stderr.read().decode()
     assert psutil.Process(child).ppid() == run.pid
     assert os.getpgid(child) != os.getpgid(run.pid)  # so the signal reaches it once, from gilprof
     profile_path = out / f"rank0-{child}.json"
     # sample for a while: the first window starts once py-spy can read the child
-    wait_for(lambda: [p for p in psutil.Process(run.pid).children() if p.name() == "py-spy"], 20)
+    wait_for(lambda: pyspy_children(run.pid), 20)
     time.sleep(2.5)
     run.send_signal(sig)
     assert run.wait(timeout=30) == status, run.stderr.read().decode()
@@ -129,17 +98,8 @@ def test_sigterm_is_forwarded_and_exit_status_passes_through(tmp_path, spawn):
     assert sum(profile.total_counts().values()) > 20
 
 
-def _run(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        gilprof_cmd(*args),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=str(ROOT),
-        env=_no_rank_env(),
-        stdin=subprocess.DEVNULL,
-        **kwargs,
-    )
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_gilprof(*args, env=no_rank_env(), stdin=subprocess.DEVNULL)
 
 
 def _error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -238,14 +198,11 @@ def test_ctrl_c_in_a_terminal_reaches_the_command_once(tmp_path):
     if pid == 0:  # the child: become gilprof on the new terminal
         try:
             os.chdir(ROOT)
-            os.execvpe(argv[0], argv, _no_rank_env())
+            os.execvpe(argv[0], argv, no_rank_env())
         finally:
             os._exit(127)
     try:
-        child = wait_for(
-            lambda: pidfile.exists() and pidfile.read_text() and int(pidfile.read_text()),
-            timeout=30,
-        )
+        child = wait_for(lambda: read_pid(pidfile), timeout=30)
         assert child
         assert os.getpgid(child) == os.getpgid(pid)  # in the terminal's foreground group
         time.sleep(2.5)
@@ -268,30 +225,8 @@ def test_mpi_app_under_exec_initialises_mpi_and_the_job_completes(tmp_path, spaw
     mpiexec = require_tool("mpiexec")
     prefix, out = tmp_path / "pid", tmp_path / "prof"
     app = str(WORKLOADS / "mpi_collectives.py")
-    job = spawn(
-        [
-            mpiexec,
-            "-n",
-            "4",
-            *gilprof_cmd(
-                "exec",
-                "--ranks",
-                "0",
-                "-o",
-                str(out),
-                "--",
-                sys.executable,
-                app,
-                "--seconds",
-                "2",
-                "--pidfile",
-                str(prefix),
-                "--exit-code",
-                "0",
-            ),
-        ],
-        stdin=subprocess.DEVNULL,
-    )
+    workload = (sys.executable, app, "--seconds", "2", "--pidfile", str(prefix), "--exit-code", "0")
+    job = spawn([mpiexec, "-n", "4", *_exec_rank0(out, *workload)], stdin=subprocess.DEVNULL)
     try:
         code = job.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -299,7 +234,7 @@ def test_mpi_app_under_exec_initialises_mpi_and_the_job_completes(tmp_path, spaw
     stdout, stderr = job.stdout.read().decode(), job.stderr.read().decode()
     assert code == 0, stderr[-2000:]
     assert "rank 0:" in stdout and "on 4 ranks" in stdout, stdout
-    pids = _read_pidfiles(prefix, 4)
+    pids = read_pidfiles(prefix, 4)
     assert pids, stderr[-2000:]
     files = sorted(p.name for p in out.iterdir())
     assert files == [f"rank0-{pids[0]}.json"], files

@@ -11,40 +11,32 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from gilprof.errors import InputError
 from gilprof.profile import Profile
 from gilprof.sampling.discover import RANK_VARIABLES
 
-from .conftest import ROOT, WORKLOADS, gilprof_cmd, require_tool, wait_for
+from .conftest import (
+    assert_exits,
+    attach,
+    gilprof_cmd,
+    launch,
+    light_workload,
+    no_rank_env,
+    pyspy_children,
+    read_pidfiles,
+    require_tool,
+    run_cli,
+    run_gilprof,
+    running,
+    start_ranks,
+    start_target,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
-WORKLOAD = str(WORKLOADS / "gil_workload.py")
-LIGHT = ["--broadcast-work", "4000", "--route-work", "2000", "--ingress-work", "2000"]
 IS_ROOT = os.geteuid() == 0
-
-
-def _read_pidfiles(prefix: Path, n: int) -> dict[int, int] | None:
-    files = {r: Path(f"{prefix}.{r}") for r in range(n)}
-    if all(f.exists() and f.read_text() for f in files.values()):
-        return {r: int(f.read_text()) for r, f in files.items()}
-    return None
-
-
-def _samplers(pid: int) -> list[int]:
-    try:
-        return [c.pid for c in psutil.Process(pid).children(recursive=True) if c.name() == "py-spy"]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _loaded(path: Path) -> Profile | None:
@@ -70,33 +62,17 @@ def _one_error_line(stderr: str) -> str:
 
 
 def test_rank_killed_mid_run_gives_partial_profile_and_exit_6(tmp_path, spawn):
-    mpiexec = require_tool("mpiexec")
-    prefix, out = tmp_path / "pid", tmp_path / "rank0.json"
-    job = spawn(
-        [
-            mpiexec,
-            "-n",
-            "4",
-            sys.executable,
-            WORKLOAD,
-            "--duration",
-            "30",
-            "--pidfile",
-            str(prefix),
-            *LIGHT,
-        ]
-    )
-    pids = wait_for(lambda: _read_pidfiles(prefix, 4), timeout=30)
-    assert pids, "the 4 ranks did not start"
+    out = tmp_path / "rank0.json"
+    job, pids = start_ranks(spawn, 4, *light_workload(30), prefix=tmp_path / "pid")
     run = spawn(
         gilprof_cmd(
             "attach", "--job", str(job.pid), "--rank", "0", "-d", "20", "-q", "-o", str(out)
         )
     )
-    assert wait_for(lambda: _samplers(run.pid), timeout=30), run.stderr.read().decode()
+    assert wait_for(lambda: pyspy_children(run.pid), timeout=30), run.stderr.read().decode()
     time.sleep(2.5)  # at least one complete window
     os.kill(pids[0], signal.SIGKILL)
-    assert run.wait(timeout=30) == 6, run.stderr.read().decode()
+    assert_exits(run, 6, timeout=30)
     stderr = run.stderr.read().decode()
     assert "PARTIAL: target exited after" in stderr, stderr
     profile = Profile.load(out).to_dict()
@@ -110,34 +86,13 @@ def test_rank_killed_mid_run_gives_partial_profile_and_exit_6(tmp_path, spawn):
 
 
 def test_sigint_in_launch_mode_reaches_the_job_and_leaves_nothing_behind(tmp_path, spawn):
-    mpiexec = require_tool("mpiexec")
     prefix, out = tmp_path / "pid", tmp_path / "launched.json"
-    run = spawn(
-        gilprof_cmd(
-            "attach",
-            "--rank",
-            "0",
-            "-q",
-            "-o",
-            str(out),
-            "--",
-            mpiexec,
-            "-n",
-            "2",
-            sys.executable,
-            WORKLOAD,
-            "--duration",
-            "30",
-            "--pidfile",
-            str(prefix),
-            *LIGHT,
-        )
-    )
-    pids = wait_for(lambda: _read_pidfiles(prefix, 2), timeout=30)
+    run = launch(spawn, out, 2, *light_workload(30, "--pidfile", str(prefix)))
+    pids = wait_for(lambda: read_pidfiles(prefix, 2), timeout=30)
     assert pids, "the job's ranks did not start"
-    assert wait_for(lambda: _samplers(run.pid), timeout=30)
+    assert wait_for(lambda: pyspy_children(run.pid), timeout=30)
     time.sleep(2.5)
-    samplers = _samplers(run.pid)
+    samplers = pyspy_children(run.pid)
     run.send_signal(signal.SIGINT)
     # sampling stops at once and the profile is finished (its footer written) while the job
     # shuts down
@@ -153,10 +108,10 @@ def test_sigint_in_launch_mode_reaches_the_job_and_leaves_nothing_behind(tmp_pat
     assert "Sending Ctrl-C to processes" in stdout, stdout  # mpiexec got the first SIGINT
     # and a rank got it (the abort may cut off the other's traceback on a loaded machine)
     assert "KeyboardInterrupt" in stderr, stderr
-    assert wait_for(lambda: not any(_running(p) for p in pids.values()), timeout=15), (
+    assert wait_for(lambda: not any(running(p) for p in pids.values()), timeout=15), (
         f"ranks survived gilprof: {pids}"
     )
-    assert samplers and not any(_running(p) for p in samplers), samplers
+    assert samplers and not any(running(p) for p in samplers), samplers
     profile = Profile.load(out).to_dict()
     assert profile["target"]["pid"] == pids[0]
     assert profile["sampling"]["partial"] is True
@@ -185,21 +140,13 @@ def _without(*capabilities: str) -> list[str]:
 
 def test_no_ptrace_permission_exit_4_says_what_to_do_and_exec_still_works(tmp_path, spawn):
     prefix = _without("sys_ptrace")
-    workload = [WORKLOAD, "--duration", "20", *LIGHT]
-    target = spawn(
-        [sys.executable, *workload] if IS_ROOT else [sys.executable, "-c", NOT_DUMPABLE, *workload]
+    workload = light_workload(20)
+    target = start_target(
+        spawn, workload if IS_ROOT else [sys.executable, "-c", NOT_DUMPABLE, *workload[1:]], 0.7
     )
-    time.sleep(0.7)
     out = tmp_path / "never.json"
-    refused = subprocess.run(
-        [
-            *prefix,
-            *gilprof_cmd("attach", "--pid", str(target.pid), "-d", "2", "-q", "-o", str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=str(ROOT),
+    refused = run_gilprof(
+        "attach", "--pid", str(target.pid), "-d", "2", "-q", "-o", str(out), prefix=prefix
     )
     assert refused.returncode == 4, refused.stderr
     message = _one_error_line(refused.stderr)
@@ -209,30 +156,10 @@ def test_no_ptrace_permission_exit_4_says_what_to_do_and_exec_still_works(tmp_pa
 
     # the same restrictions do not stop gilprof from sampling its own child
     folder = tmp_path / "exec"
-    env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
-    child = subprocess.run(
-        [
-            *prefix,
-            *gilprof_cmd(
-                "exec",
-                "-d",
-                "1",
-                "-q",
-                "-o",
-                str(folder),
-                "--",
-                sys.executable,
-                WORKLOAD,
-                "--duration",
-                "2.5",
-                *LIGHT,
-            ),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=str(ROOT),
-        env=env,
+    child = run_gilprof(
+        *("exec", "-d", "1", "-q", "-o", str(folder), "--", *light_workload(2.5)),
+        prefix=prefix,
+        env=no_rank_env(),
         stdin=subprocess.DEVNULL,
     )
     assert child.returncode == 0, child.stderr
@@ -241,10 +168,6 @@ def test_no_ptrace_permission_exit_4_says_what_to_do_and_exec_still_works(tmp_pa
 
 
 def test_unusable_output_is_refused_before_anything_starts(tmp_path, monkeypatch):
-    from click.testing import CliRunner
-
-    from gilprof.cli.main import cli
-
     marker = tmp_path / "job-started"
     job = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
     for name in RANK_VARIABLES:
@@ -252,16 +175,9 @@ def test_unusable_output_is_refused_before_anything_starts(tmp_path, monkeypatch
 
     def gilprof(*args: str, prefix: tuple[str, ...] = ()) -> tuple[int, str]:
         if not prefix:  # in-process: quicker, and the same code path
-            result = CliRunner().invoke(cli, list(args))
+            result = run_cli(*args)
             return result.exit_code, _one_error_line(result.stderr)
-        done = subprocess.run(
-            [*prefix, *gilprof_cmd(*args)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=str(ROOT),
-            stdin=subprocess.DEVNULL,
-        )
+        done = run_gilprof(*args, prefix=prefix, stdin=subprocess.DEVNULL)
         return done.returncode, _one_error_line(done.stderr)
 
     code, line = gilprof("attach", "-o", str(tmp_path / "missing" / "p.json"), "--", *job)
@@ -313,17 +229,10 @@ def test_full_disk_is_refused_before_sampling_and_filling_up_later_keeps_a_parti
     if not mounted:
         pytest.skip("needs root that may mount a tmpfs (a small file system to fill)")
     try:
-        target = spawn([sys.executable, WORKLOAD, "--duration", "40", *LIGHT])
-        time.sleep(0.5)
+        target = start_target(spawn, light_workload(40))
         out = small / "p.json"
         _fill(small, leave=256 * 1024)
-        early = subprocess.run(
-            gilprof_cmd("attach", "--pid", str(target.pid), "-d", "1", "-q", "-o", str(out)),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=str(ROOT),
-        )
+        early = run_gilprof("attach", "--pid", str(target.pid), "-d", "1", "-q", "-o", str(out))
         assert early.returncode == 2, early.stderr
         assert "is (nearly) full" in _one_error_line(early.stderr)
 
@@ -331,24 +240,8 @@ def test_full_disk_is_refused_before_sampling_and_filling_up_later_keeps_a_parti
             filler.unlink()
         # contention mode at 500 Hz: records of a few KiB, so the next one needs a new page of
         # the tmpfs (the last page of the file has room for a few bytes more)
-        late = spawn(
-            gilprof_cmd(
-                "attach",
-                "--pid",
-                str(target.pid),
-                "-d",
-                "20",
-                "--window",
-                "1",
-                "--mode",
-                "contention",
-                "--rate",
-                "500",
-                "-q",
-                "-o",
-                str(out),
-            )
-        )
+        streaming = ("--mode", "contention", "--rate", "500", "--window", "1", "-d", "20")
+        late = attach(spawn, target.pid, out, *streaming)
         # the profile is streamed: wait for a window on disk, then fill the disk
         assert wait_for(lambda: (p := _loaded(out)) is not None and p.windows, timeout=30), (
             late.stderr.read().decode()
@@ -357,7 +250,7 @@ def test_full_disk_is_refused_before_sampling_and_filling_up_later_keeps_a_parti
         assert late.wait(timeout=30) == 2
         line = _one_error_line(late.stderr.read().decode())
         assert "cannot write" in line and "No space left on device" in line, line
-        assert not _samplers(late.pid) and not list(small.glob(".gilprof-*"))
+        assert not pyspy_children(late.pid) and not list(small.glob(".gilprof-*"))
         # what was written before the disk filled up is kept, and reads as a partial profile
         for filler in small.glob("fill-*"):
             filler.unlink()
@@ -370,43 +263,25 @@ def test_full_disk_is_refused_before_sampling_and_filling_up_later_keeps_a_parti
 
 def test_sigkill_of_attach_mid_run_leaves_a_partial_profile_and_no_sampler(tmp_path, spawn):
     """An OOM kill or a scheduler's hard stop: no signal handler runs, no footer is written."""
-    target = spawn([sys.executable, WORKLOAD, "--duration", "30", *LIGHT])
-    time.sleep(0.5)
+    target = start_target(spawn, light_workload(30))
     out = tmp_path / "p.json"
-    run = spawn(
-        gilprof_cmd(
-            "attach",
-            "--pid",
-            str(target.pid),
-            "--mode",
-            "contention",
-            "--rate",
-            "200",
-            "--window",
-            "1",
-            "-d",
-            "20",
-            "-q",
-            "-o",
-            str(out),
-        )
+    run = attach(
+        spawn, target.pid, out, "--mode", "contention", "--rate", "200", "--window", "1", "-d", "20"
     )
     assert wait_for(lambda: (p := _loaded(out)) is not None and len(p.windows) >= 2, timeout=40), (
         run.stderr.read().decode()
     )
-    samplers = _samplers(run.pid)
+    samplers = pyspy_children(run.pid)
     assert samplers, "py-spy was not running as gilprof's child"
     os.kill(run.pid, signal.SIGKILL)
     assert run.wait(timeout=10) == -signal.SIGKILL
-    assert wait_for(lambda: not any(_running(p) for p in samplers), timeout=10), samplers
+    assert wait_for(lambda: not any(running(p) for p in samplers), timeout=10), samplers
     profile = Profile.load(out)
     assert profile.target.pid == target.pid
     assert profile.sampling.partial
     assert "without its footer" in profile.sampling.partial_reason
     assert len(profile.windows) >= 2 and sum(profile.total_counts().values()) > 0
     assert all(w.spans for w in profile.windows)  # contention states survived too
-    report = subprocess.run(
-        gilprof_cmd("report", str(out)), capture_output=True, text=True, timeout=60, cwd=str(ROOT)
-    )
+    report = run_gilprof("report", str(out))
     assert report.returncode == 0, report.stderr
     assert "PARTIAL" in report.stdout and "without its footer" in report.stdout

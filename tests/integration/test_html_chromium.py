@@ -9,25 +9,27 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from gilprof.model import Mode
+from gilprof.profile import Profile
 
-from ..unit.builders import make_profile, sample
+from ..unit.builders import make_profile, sample, steady_profile
 from .browser import DevTools, dump_dom, png_size, screenshot
-from .conftest import WORKLOADS, gilprof_cmd
+from .conftest import GIL_WORKLOAD, attach, gilprof_stdout, output_of, start_target
 
 pytestmark = pytest.mark.integration
 
 
-def _run(spawn, *args: str, timeout: float = 60) -> str:
-    proc = spawn(gilprof_cmd(*args))
-    out, err = proc.communicate(timeout=timeout)
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
+def _report_dom(spawn, tmp_path: Path, profile: Profile, name: str, fragment: str = "") -> str:
+    """The DOM of `profile`'s report page (NAME.html), after its scripts ran."""
+    saved, page = tmp_path / f"{name}.json", tmp_path / f"{name}.html"
+    profile.save(saved)
+    gilprof_stdout(spawn, "report", str(saved), "--format", "html", "-o", str(page))
+    return dump_dom(page.as_uri() + fragment, tmp_path)
 
 
 def _frame_width(dt: DevTools, flame: str, name: str) -> float:
@@ -39,33 +41,14 @@ def _frame_width(dt: DevTools, flame: str, name: str) -> float:
 
 
 def test_report_page_of_a_real_capture_zooms_searches_and_names_the_holder(spawn, tmp_path):
-    target = spawn(
-        [
-            sys.executable,
-            str(WORKLOADS / "gil_workload.py"),
-            "--duration",
-            "9",
-            "--truth",
-            str(tmp_path / "truth.json"),
-        ]
+    truth = str(tmp_path / "truth.json")
+    target = start_target(
+        spawn, [sys.executable, GIL_WORKLOAD, "--duration", "9", "--truth", truth], 1.0
     )
-    time.sleep(1.0)
     profile = tmp_path / "c.json"
-    _run(
-        spawn,
-        "attach",
-        "--pid",
-        str(target.pid),
-        "--mode",
-        "contention",
-        "-d",
-        "3",
-        "-q",
-        "-o",
-        str(profile),
-    )
+    output_of(attach(spawn, target.pid, profile, "--mode", "contention", "-d", "3"))
     page = tmp_path / "report.html"
-    _run(spawn, "report", str(profile), "--format", "html", "-o", str(page))
+    gilprof_stdout(spawn, "report", str(profile), "--format", "html", "-o", str(page))
     assert page.stat().st_size < 1_000_000
     assert "http://" not in page.read_text().replace("http://www.w3.org/2000/svg", "")
 
@@ -124,34 +107,24 @@ def test_report_page_of_a_real_capture_zooms_searches_and_names_the_holder(spawn
         assert png_size(dt.screenshot(tmp_path / "narrow.png")) == (480, 900)
 
     svg = tmp_path / "flame.svg"
-    _run(spawn, "report", str(profile), "--format", "svg", "-o", str(svg))
+    gilprof_stdout(spawn, "report", str(profile), "--format", "svg", "-o", str(svg))
     ET.parse(svg)
     dom = dump_dom(svg.as_uri() + "#search=safe_broadcast", tmp_path)
     assert 'data-search="safe_broadcast"' in dom and "Matched:" in dom
 
-    trace = json.loads(_run(spawn, "report", str(profile), "--format", "perfetto"))
+    trace = json.loads(gilprof_stdout(spawn, "report", str(profile), "--format", "perfetto"))
     names = [e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"]
     assert any(n.startswith("executor-loop") for n in names)
     assert {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"} >= {"held", "waiting"}
 
 
 def test_fragment_selects_thread_zoom_and_search_in_dump_dom(tmp_path, spawn):
-    p = make_profile(
-        [
-            (
-                100,
-                [
-                    sample("MainThread", "main", "loop", "safe_broadcast", count=40, tid=1),
-                    sample("ingress", "run", "recv", count=30, tid=2),
-                ],
-            )
-        ]
-        * 5
+    p = steady_profile(
+        sample("MainThread", "main", "loop", "safe_broadcast", count=40, tid=1),
+        sample("ingress", "run", "recv", count=30, tid=2),
+        windows=5,
     )
-    p.save(tmp_path / "p.json")
-    page = tmp_path / "p.html"
-    _run(spawn, "report", str(tmp_path / "p.json"), "--format", "html", "-o", str(page))
-    dom = dump_dom(page.as_uri() + "#thread=ingress&search=recv", tmp_path)
+    dom = _report_dom(spawn, tmp_path, p, "p", "#thread=ingress&search=recv")
     assert 'data-zoom="ingress"' in dom and 'data-search="recv"' in dom
     assert 'class="frame match" data-name="recv"' in dom
     assert 'data-name="safe_broadcast"' not in dom  # zoomed to the other thread
@@ -159,76 +132,31 @@ def test_fragment_selects_thread_zoom_and_search_in_dump_dom(tmp_path, spawn):
 
 
 def test_empty_and_stateless_profiles_say_what_is_missing(tmp_path, spawn):
-    empty = make_profile([])
-    empty.save(tmp_path / "empty.json")
-    _run(
-        spawn,
-        "report",
-        str(tmp_path / "empty.json"),
-        "--format",
-        "html",
-        "-o",
-        str(tmp_path / "e.html"),
-    )
-    dom = dump_dom((tmp_path / "e.html").as_uri(), tmp_path)
+    dom = _report_dom(spawn, tmp_path, make_profile([]), "empty")
     assert "This profile holds no samples" in dom
 
-    wall = make_profile(
-        [(100, [sample("worker", "main", "work", count=50, tid=1)])] * 3, mode=Mode.WALL
+    wall = steady_profile(
+        sample("worker", "main", "work", count=50, tid=1), windows=3, mode=Mode.WALL
     )
-    wall.save(tmp_path / "wall.json")
-    _run(
-        spawn,
-        "report",
-        str(tmp_path / "wall.json"),
-        "--format",
-        "html",
-        "-o",
-        str(tmp_path / "w.html"),
-    )
-    dom = dump_dom((tmp_path / "w.html").as_uri(), tmp_path)
+    dom = _report_dom(spawn, tmp_path, wall, "wall")
     assert "wall mode records no GIL state" in dom
     assert 'data-name="work"' in dom  # it still draws what it has
 
 
+def _steady_pair(hot: int) -> Profile:
+    """safe_broadcast at hot% beside a steady function at 20%, over 20 windows."""
+    return steady_profile(
+        sample("t", "main", "safe_broadcast", count=hot, tid=1),
+        sample("t", "main", "steady", count=20, tid=1),
+        windows=20,
+    )
+
+
 def test_diff_page_colours_only_the_significant_change(tmp_path, spawn):
-    before = make_profile(
-        [
-            (
-                100,
-                [
-                    sample("t", "main", "safe_broadcast", count=50, tid=1),
-                    sample("t", "main", "steady", count=20, tid=1),
-                ],
-            )
-        ]
-        * 20
-    )
-    after = make_profile(
-        [
-            (
-                100,
-                [
-                    sample("t", "main", "safe_broadcast", count=10, tid=1),
-                    sample("t", "main", "steady", count=20, tid=1),
-                ],
-            )
-        ]
-        * 20
-    )
-    before.save(tmp_path / "b.json")
-    after.save(tmp_path / "a.json")
-    page = tmp_path / "diff.html"
-    _run(
-        spawn,
-        "compare",
-        str(tmp_path / "b.json"),
-        str(tmp_path / "a.json"),
-        "--format",
-        "html",
-        "-o",
-        str(page),
-    )
+    before, after, page = tmp_path / "b.json", tmp_path / "a.json", tmp_path / "diff.html"
+    _steady_pair(hot=50).save(before)
+    _steady_pair(hot=10).save(after)
+    gilprof_stdout(spawn, "compare", str(before), str(after), "--format", "html", "-o", str(page))
     shot = screenshot(page.as_uri(), tmp_path / "diff.png", tmp_path)
     assert png_size(shot) == (1400, 1000)
     dom = dump_dom(page.as_uri(), tmp_path)
@@ -244,24 +172,17 @@ def test_diff_page_colours_only_the_significant_change(tmp_path, spawn):
 def test_ranks_page_puts_ranks_side_by_side(tmp_path, spawn):
     paths = []
     for rank, hot in ((0, 40), (1, 5), (2, 6)):
-        p = make_profile(
-            [
-                (
-                    100,
-                    [
-                        sample("MainThread", "main", "safe_broadcast", count=hot, tid=1),
-                        sample("MainThread", "main", "step", count=30, tid=1),
-                    ],
-                )
-            ]
-            * 3,
+        p = steady_profile(
+            sample("MainThread", "main", "safe_broadcast", count=hot, tid=1),
+            sample("MainThread", "main", "step", count=30, tid=1),
+            windows=3,
             rank=rank,
         )
         p.target = type(p.target)(pid=100 + rank, rank=rank, hostname="h")
         p.save(tmp_path / f"r{rank}.json")
         paths.append(str(tmp_path / f"r{rank}.json"))
     page = tmp_path / "ranks.html"
-    _run(spawn, "report", *paths, "--format", "html", "-o", str(page))
+    gilprof_stdout(spawn, "report", *paths, "--format", "html", "-o", str(page))
     dom = dump_dom(page.as_uri(), tmp_path)
     assert "3 ranks side by side" in dom
     assert "rank 0" in dom and "rank 2" in dom

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import time
 
 import pytest
 
 from gilprof.errors import InputError
 from gilprof.profile import SCHEMA, Profile, load_profiles
 
-from .conftest import ROOT, WORKLOADS, gilprof_cmd, require_tool, wait_for
+from .conftest import (
+    assert_exits,
+    attach,
+    light_workload,
+    require_tool,
+    run_gilprof,
+    start_target,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
-WORKLOAD = str(WORKLOADS / "gil_workload.py")
-LIGHT = ["--broadcast-work", "4000", "--route-work", "2000", "--ingress-work", "2000"]
 
 
 def _windows_on_disk(path) -> int:
@@ -28,31 +32,15 @@ def _windows_on_disk(path) -> int:
 
 
 def test_capture_is_on_disk_window_by_window_and_zcat_reads_it(tmp_path, spawn):
-    target = spawn([sys.executable, WORKLOAD, "--duration", "20", *LIGHT])
-    time.sleep(0.5)
+    target = start_target(spawn, light_workload(20))
     out = tmp_path / "c.json"
-    run = spawn(
-        gilprof_cmd(
-            "attach",
-            "--pid",
-            str(target.pid),
-            "--mode",
-            "contention",
-            "--rate",
-            "500",
-            "--window",
-            "1",
-            "-d",
-            "4",
-            "-q",
-            "-o",
-            str(out),
-        )
+    run = attach(
+        spawn, target.pid, out, "--mode", "contention", "--rate", "500", "--window", "1", "-d", "4"
     )
     assert wait_for(lambda: _windows_on_disk(out) >= 1, timeout=30), run.stderr.read().decode()
     during = Profile.load(out)  # while gilprof still samples: what is there, marked partial
     assert run.poll() is None and during.sampling.partial
-    assert run.wait(timeout=30) == 0, run.stderr.read().decode()
+    assert_exits(run, timeout=30)
     done = Profile.load(out)
     assert not done.sampling.partial and len(done.windows) > len(during.windows)
     assert done.sampling.duration_s == pytest.approx(4.0, abs=0.6)
@@ -73,22 +61,10 @@ def test_capture_is_on_disk_window_by_window_and_zcat_reads_it(tmp_path, spawn):
 
     # merge takes both schemas and writes a v2 bundle; report reads it
     bundle = tmp_path / "job.gilprof"
-    merged = subprocess.run(
-        gilprof_cmd("merge", str(out), str(old), "-o", str(bundle)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=str(ROOT),
-    )
+    merged = run_gilprof("merge", str(out), str(old), "-o", str(bundle))
     assert merged.returncode == 0, merged.stderr
     [joined] = load_profiles(bundle)  # same pid and host: one process, windows end to end
     assert len(joined.windows) == 2 * len(done.windows)
     assert joined.sampling.samples == 2 * done.sampling.samples
-    report = subprocess.run(
-        gilprof_cmd("report", str(bundle), "--format", "json"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=str(ROOT),
-    )
+    report = run_gilprof("report", str(bundle), "--format", "json")
     assert report.returncode == 0, report.stderr

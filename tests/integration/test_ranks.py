@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 
@@ -13,39 +12,34 @@ import pytest
 
 from gilprof.profile import Profile, load_profiles
 
-from .conftest import WORKLOADS, gilprof_cmd, require_tool, wait_for
+from .conftest import (
+    gilprof_cmd,
+    light_workload,
+    pyspy_children,
+    require_tool,
+    run_gilprof,
+    running,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
-WORKLOAD = str(WORKLOADS / "gil_workload.py")
-LIGHT = ["--broadcast-work", "4000", "--route-work", "2000", "--ingress-work", "2000"]
-
-
-def _pyspy_children(pid: int) -> list[int]:
-    try:
-        return [c.pid for c in psutil.Process(pid).children(recursive=True) if c.name() == "py-spy"]
-    except psutil.NoSuchProcess:
-        return []
 
 
 def test_ranks_all_writes_one_profile_per_rank_and_sigterm_leaves_no_sampler(tmp_path, spawn):
     mpiexec = require_tool("mpiexec")
-    job = spawn([mpiexec, "-n", "4", sys.executable, WORKLOAD, "--duration", "30", *LIGHT])
+    job = spawn([mpiexec, "-n", "4", *light_workload(30)])
     out = tmp_path / "prof"
     run = spawn(
         gilprof_cmd("attach", "--job", str(job.pid), "--ranks", "all", "-q", "-o", str(out))
     )
     samplers = wait_for(
-        lambda: (lambda s: s if len(s) == 4 else None)(_pyspy_children(run.pid)), timeout=30
+        lambda: (lambda s: s if len(s) == 4 else None)(pyspy_children(run.pid)), timeout=30
     )
     assert samplers, "expected one py-spy per rank"
     time.sleep(2.5)  # at least one full window per rank
     run.send_signal(signal.SIGTERM)
     assert run.wait(timeout=30) == 130, run.stderr.read().decode()
-    leftovers = [
-        p
-        for p in samplers
-        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-    ]
+    leftovers = [p for p in samplers if running(p)]
     assert not leftovers, f"py-spy survived gilprof: {leftovers}"
     files = sorted(out.glob("rank*.json"))
     assert [f.name.split("-")[0] for f in files] == ["rank0", "rank1", "rank2", "rank3"]
@@ -54,10 +48,8 @@ def test_ranks_all_writes_one_profile_per_rank_and_sigterm_leaves_no_sampler(tmp
         assert profile.sampling.partial is True
         assert profile.windows, f.name
 
-    report = subprocess.run(
-        gilprof_cmd("report", *map(str, files), "--format", "json"), capture_output=True, timeout=60
-    )
-    assert report.returncode == 0, report.stderr.decode()
+    report = run_gilprof("report", *map(str, files), "--format", "json")
+    assert report.returncode == 0, report.stderr
     ranks = json.loads(report.stdout)
     assert [c["rank"] for c in ranks["columns"]] == [0, 1, 2, 3]
     watched = {w["function"]: w for w in ranks["watch"]}
@@ -68,10 +60,7 @@ def test_ranks_all_writes_one_profile_per_rank_and_sigterm_leaves_no_sampler(tmp
 def test_one_gilprof_per_node_via_mpiexec_then_merge(tmp_path, spawn):
     """Two jobs stand in for two nodes; `mpiexec -n 2` runs one gilprof per "node"."""
     mpiexec = require_tool("mpiexec")
-    jobs = [
-        spawn([mpiexec, "-n", "2", sys.executable, WORKLOAD, "--duration", "20", *LIGHT])
-        for _ in range(2)
-    ]
+    jobs = [spawn([mpiexec, "-n", "2", *light_workload(20)]) for _ in range(2)]
     wait_for(
         lambda: all(len(psutil.Process(j.pid).children(recursive=True)) >= 3 for j in jobs),
         timeout=30,
@@ -87,17 +76,13 @@ def test_one_gilprof_per_node_via_mpiexec_then_merge(tmp_path, spawn):
     gather = spawn([mpiexec, "-n", "2", sys.executable, "-c", script])
     assert gather.wait(timeout=90) == 0, gather.stderr.read().decode()
     merged = tmp_path / "job.json"
-    result = subprocess.run(
-        gilprof_cmd("merge", str(tmp_path / "node0"), str(tmp_path / "node1"), "-o", str(merged)),
-        capture_output=True,
-        timeout=60,
+    result = run_gilprof(
+        "merge", str(tmp_path / "node0"), str(tmp_path / "node1"), "-o", str(merged)
     )
-    assert result.returncode == 0, result.stderr.decode()
+    assert result.returncode == 0, result.stderr
     bundle = load_profiles(str(merged))
     pids = {p.target.pid for p in bundle}
     assert len(bundle) == len(pids) == 4  # 2 "nodes" x 2 ranks, each once
-    report = subprocess.run(
-        gilprof_cmd("report", str(merged), "--format", "json"), capture_output=True, timeout=60
-    )
-    assert report.returncode == 0, report.stderr.decode()
+    report = run_gilprof("report", str(merged), "--format", "json")
+    assert report.returncode == 0, report.stderr
     assert len(json.loads(report.stdout)["columns"]) == 4

@@ -6,7 +6,6 @@ which runs `mpiexec -n 2 python app.py` (mpi4py collectives). Both jobs have a r
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
@@ -18,7 +17,7 @@ import pytest
 
 from gilprof.profile import Profile
 
-from .conftest import WORKLOADS, gilprof_cmd, require_tool, wait_for
+from .conftest import WORKLOADS, gilprof_ps, require_tool, run_gilprof, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -39,9 +38,7 @@ def _pids(folder: Path, names: list[str]) -> dict[str, int] | None:
 
 
 def _attach(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        gilprof_cmd("attach", "-d", "0.5", "-q", *args), capture_output=True, text=True, timeout=60
-    )
+    return run_gilprof("attach", "-d", "0.5", "-q", *args)
 
 
 def test_rank0_of_the_gen_instance_among_two_jobs(tmp_path, spawn):
@@ -63,16 +60,7 @@ def test_rank0_of_the_gen_instance_among_two_jobs(tmp_path, spawn):
     assert pids, "the two jobs did not start"
     only_these = ["--match", re.escape(str(app))]  # other jobs may run on a shared test machine
 
-    ps = json.loads(
-        subprocess.run(
-            gilprof_cmd("ps", "--format", "json"),
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    )
-    rows = {r["pid"]: r for r in ps}
+    rows = {r["pid"]: r for r in gilprof_ps()}
     for name, pid in pids.items():
         assert rows[pid]["role"] == name[:3].lower(), rows[pid]
         assert rows[pid]["role_source"].startswith("start_worker.sh argument (pid ")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import subprocess
 import sys
 import time
 
@@ -13,7 +12,7 @@ import pytest
 
 from gilprof.profile import Profile
 
-from .conftest import gilprof_cmd
+from .conftest import run_cli, run_gilprof
 
 pytestmark = pytest.mark.integration
 
@@ -60,12 +59,10 @@ def _start_target(spawn):
 def test_profile_holds_no_secret_from_environment_or_cmdline(tmp_path, spawn):
     target = _start_target(spawn)
     out = tmp_path / "p.json"
-    run = subprocess.run(
-        gilprof_cmd("attach", "--pid", str(target.pid), "-d", "1", "-q", "-o", str(out)),
-        capture_output=True,
-        timeout=90,
+    run = run_gilprof(
+        "attach", "--pid", str(target.pid), "-d", "1", "-q", "-o", str(out), timeout=90
     )
-    assert run.returncode == 0, run.stderr.decode()
+    assert run.returncode == 0, run.stderr
     raw = gzip.decompress(out.read_bytes())  # every record of the stream, as written
     assert CMDLINE_SECRET.encode() not in raw
     assert b"API_TOKEN" not in raw and b"DB_PASSWORD" not in raw
@@ -82,14 +79,10 @@ def test_profile_holds_no_secret_from_environment_or_cmdline(tmp_path, spawn):
 
 
 def test_keep_cmdline_keeps_argv_but_never_the_environment(tmp_path, spawn):
-    from click.testing import CliRunner
-
-    from gilprof.cli.main import cli
-
     target = _start_target(spawn)
     out = tmp_path / "kept.json"
-    result = CliRunner().invoke(
-        cli, ["attach", "--pid", str(target.pid), "-d", "1", "-q", "--keep-cmdline", "-o", str(out)]
+    result = run_cli(
+        "attach", "--pid", str(target.pid), "-d", "1", "-q", "--keep-cmdline", "-o", out
     )
     assert result.exit_code == 0, result.output
     raw = gzip.decompress(out.read_bytes())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
-import time
 import uuid
 
 import psutil
@@ -13,7 +12,7 @@ import pytest
 
 from gilprof.profile import Profile
 
-from .conftest import ROOT, WORKLOADS, require_tool, wait_for
+from .conftest import GIL_WORKLOAD, ROOT, require_tool, start_target, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -36,17 +35,10 @@ def _samplers_of(pid: int) -> list[psutil.Process]:
 @pytest.mark.parametrize("key", ["q", "C-c"])
 def test_top_draws_threads_and_functions_and_quits_without_leaving_a_sampler(spawn, tmp_path, key):
     require_tool("tmux")
-    target = spawn(
-        [
-            sys.executable,
-            str(WORKLOADS / "gil_workload.py"),
-            "--duration",
-            "30",
-            "--truth",
-            str(tmp_path / "truth.json"),
-        ]
+    truth = str(tmp_path / "truth.json")
+    target = start_target(
+        spawn, [sys.executable, GIL_WORKLOAD, "--duration", "30", "--truth", truth], 0.8
     )
-    time.sleep(0.8)
     out = tmp_path / "top.json"
     session = f"gilprof-top-{uuid.uuid4().hex[:8]}"
     # rich sizes the view from COLUMNS/LINES when set (pytest may export them): use the pane

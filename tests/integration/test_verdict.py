@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, WORKLOADS, gilprof_cmd, require_tool, wait_for
+from .conftest import (
+    ROOT,
+    WORKLOADS,
+    assert_exits,
+    attach,
+    gilprof_stdout,
+    require_tool,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -53,33 +61,16 @@ def _sampled(
     assert match, f"no pid line: {err.read_text(errors='replace')}"
     assert wait_for(lambda: _lines(log) >= 5, 60), err.read_text(errors="replace")
     out = tmp_path / f"{mode}.json"
-    attach = spawn(
-        gilprof_cmd(
-            "attach",
-            "--pid",
-            match.group(1),
-            "--mode",
-            mode,
-            "-d",
-            str(SAMPLE_S),
-            "--window",
-            "0.5",
-            "-q",
-            "-o",
-            str(out),
-        )
+    run = attach(
+        spawn, int(match.group(1)), out, "--mode", mode, "-d", str(SAMPLE_S), "--window", "0.5"
     )
-    assert attach.wait(timeout=SAMPLE_S + 60) == 0, attach.stderr.read().decode()
+    assert_exits(run, timeout=SAMPLE_S + 60)
     assert target.wait(timeout=60) == 0, err.read_text(errors="replace")
-    steps = spawn(gilprof_cmd("steps", str(log), "--skip-warmup", "3", "--format", "json"))
-    steps_out, steps_err = steps.communicate(timeout=60)
-    assert steps.returncode == 0, steps_err.decode()
-    report = spawn(
-        gilprof_cmd("report", str(out), "--steps", str(log), "--format", "json", *report_args)
+    steps = gilprof_stdout(spawn, "steps", str(log), "--skip-warmup", "3", "--format", "json")
+    report = gilprof_stdout(
+        spawn, "report", str(out), "--steps", str(log), "--format", "json", *report_args
     )
-    stdout, stderr = report.communicate(timeout=60)
-    assert report.returncode == 0, stderr.decode()
-    return json.loads(stdout)["verdict"], json.loads(steps_out)["ranks"][0]
+    return json.loads(report)["verdict"], json.loads(steps)["ranks"][0]
 
 
 def _server(spawn, tmp_path: Path, shape: str, mode: str) -> tuple[dict, dict]:

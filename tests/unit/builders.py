@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 from gilprof.model import Frame, Mode, Sample, SamplingInfo, Target, ThreadState
@@ -50,3 +51,52 @@ def make_profile(
         t += window_s
     profile.finish()
     return profile
+
+
+def steady_profile(*samples: Sample, windows: int, ticks: float = 100, **kwargs) -> Profile:
+    """`windows` identical windows of `ticks` ticks, each holding `samples` (make_profile's
+    keywords pass through)."""
+    return make_profile([(ticks, list(samples))] * windows, **kwargs)
+
+
+def hot_and_serve(
+    hot_stack: Sequence[str], hot: int, serve: int, *, windows: int = 4, **kwargs
+) -> Profile:
+    """Exact shares over `windows` windows of 100 ticks: the `hot` stack (its thread first,
+    then its frames; tid 1) hot/100, `serve` on `ingress` (tid 2) serve/100."""
+    return steady_profile(
+        sample(hot_stack[0], *hot_stack[1:], count=hot, tid=1),
+        sample("ingress", "serve", count=serve, tid=2),
+        windows=windows,
+        **kwargs,
+    )
+
+
+def noisy_windows(
+    rng: random.Random,
+    hot_share: float,
+    hot: Sequence[str],
+    *,
+    sd: float = 0.03,
+    windows: int = 40,
+    ticks: int = 200,
+    tids: tuple[int, int] = (1, 2),
+) -> list[tuple[float, list[Sample]]]:
+    """Windows of two threads: per window the share of the `hot` stack (its thread first, then
+    its frames) drawn around `hot_share` (sd `sd`), its count and then `ingress` in `serve`'s
+    (each tick at 30%) drawn out of `ticks`, as a sampler's would be."""
+    out: list[tuple[float, list[Sample]]] = []
+    for _ in range(windows):
+        p = min(0.9, max(0.0, rng.gauss(hot_share, sd)))
+        busy = sum(rng.random() < p for _ in range(ticks))
+        serve = sum(rng.random() < 0.3 for _ in range(ticks - busy))
+        out.append(
+            (
+                ticks,
+                [
+                    sample(hot[0], *hot[1:], count=busy, tid=tids[0]),
+                    sample("ingress", "serve", count=serve, tid=tids[1]),
+                ],
+            )
+        )
+    return out

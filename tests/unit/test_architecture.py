@@ -60,28 +60,27 @@ def test_import_contracts_are_kept() -> None:
     assert "0 broken" in result.stdout
 
 
-def test_a_crossed_layer_fails_the_contracts(tmp_path: Path) -> None:
-    # A copy of the package where the profile layer imports the CLI: the contracts must break.
+def _lint_a_copy_with(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` on a copy of the package where gilprof/MODULE ends with LINE."""
     shutil.copytree(
         PACKAGE, tmp_path / "gilprof", symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
     )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    files = tmp_path / "gilprof" / "profile" / "files.py"
-    files.write_text(files.read_text() + "\nimport gilprof.cli.main  # noqa: E402,F401\n")
-    result = _lint_imports(tmp_path)
+    changed = tmp_path / "gilprof" / module
+    changed.write_text(changed.read_text() + f"\n{line}  # noqa: E402,F401\n")
+    return _lint_imports(tmp_path)
+
+
+def test_a_crossed_layer_fails_the_contracts(tmp_path: Path) -> None:
+    # A copy of the package where the profile layer imports the CLI: the contracts must break.
+    result = _lint_a_copy_with(tmp_path, "profile/files.py", "import gilprof.cli.main")
     assert result.returncode != 0
     assert "Layers" in result.stdout and "BROKEN" in result.stdout
     assert "gilprof.profile.files -> gilprof.cli.main" in result.stdout
 
 
 def test_click_outside_the_cli_fails_the_contracts(tmp_path: Path) -> None:
-    shutil.copytree(
-        PACKAGE, tmp_path / "gilprof", symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
-    )
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    session = tmp_path / "gilprof" / "sampling" / "session.py"
-    session.write_text(session.read_text() + "\nimport click  # noqa: E402,F401\n")
-    result = _lint_imports(tmp_path)
+    result = _lint_a_copy_with(tmp_path, "sampling/session.py", "import click")
     assert result.returncode != 0
     assert "Nothing outside gilprof.cli imports click BROKEN" in result.stdout
 

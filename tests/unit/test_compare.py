@@ -24,7 +24,7 @@ from gilprof.model import Mode, Sample
 from gilprof.profile import Profile
 from gilprof.steps import RankSteps, parse_lines, summarize
 
-from .builders import frames, make_profile, sample
+from .builders import frames, make_profile, noisy_windows, sample, steady_profile
 
 EXEC, INGRESS = 7, 8
 
@@ -53,18 +53,12 @@ def _row(rows, name, file=None, thread=None):
 def _exact(
     hot: int, loop_self: int, serve: int, windows: int = 4, ticks: int = 100, **kwargs
 ) -> Profile:
-    return make_profile(
-        [
-            (
-                ticks,
-                [
-                    sample("exec", "loop", "hot", count=hot, tid=EXEC),
-                    sample("exec", "loop", count=loop_self, tid=EXEC),
-                    sample("ingress", "serve", count=serve, tid=INGRESS),
-                ],
-            )
-            for _ in range(windows)
-        ],
+    return steady_profile(
+        sample("exec", "loop", "hot", count=hot, tid=EXEC),
+        sample("exec", "loop", count=loop_self, tid=EXEC),
+        sample("ingress", "serve", count=serve, tid=INGRESS),
+        windows=windows,
+        ticks=ticks,
         **kwargs,
     )
 
@@ -132,24 +126,11 @@ def test_a_profile_compared_with_itself_has_no_change_anywhere():
 
 
 def _noisy_windows(
-    rng: random.Random, share: float, windows: int = 40, ticks: int = 200
+    rng: random.Random, share: float, windows: int = 40
 ) -> list[tuple[float, list[Sample]]]:
-    """Per window: the hot share drawn around `share` (sd 4 pp), then counts out of `ticks`."""
-    out: list[tuple[float, list[Sample]]] = []
-    for _ in range(windows):
-        p = min(0.9, max(0.0, rng.gauss(share, 0.04)))
-        hot = sum(rng.random() < p for _ in range(ticks))
-        other = sum(rng.random() < 0.3 for _ in range(ticks - hot))
-        out.append(
-            (
-                ticks,
-                [
-                    sample("exec", "main", "loop", "hot", count=hot, tid=EXEC),
-                    sample("ingress", "serve", count=other, tid=INGRESS),
-                ],
-            )
-        )
-    return out
+    """Per window: the hot share drawn around `share` (sd 4 pp), then counts out of 200 ticks."""
+    hot = ("exec", "main", "loop", "hot")
+    return noisy_windows(rng, share, hot, sd=0.04, windows=windows, tids=(EXEC, INGRESS))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

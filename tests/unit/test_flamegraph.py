@@ -14,7 +14,7 @@ from gilprof.renderers import render
 from gilprof.renderers.flamegraph import diff_flame, flame_json, held_flame, render_svg, wait_flame
 from gilprof.renderers.report import ReportData
 
-from .builders import frames, make_profile, sample
+from .builders import frames, make_profile, sample, steady_profile
 
 MAIN, INGRESS = 11, 22
 
@@ -116,30 +116,14 @@ def test_json_drops_frames_narrower_than_the_threshold_into_their_caller():
 
 
 def test_diff_tree_colours_only_significant_functions():
-    before = make_profile(
-        [
-            (
-                100,
-                [
-                    sample("t", "main", "slow", count=50, tid=1),
-                    sample("t", "main", "same", count=20, tid=1),
-                ],
-            )
-        ]
-        * 20
-    )
-    after = make_profile(
-        [
-            (
-                100,
-                [
-                    sample("t", "main", "slow", count=10, tid=1),
-                    sample("t", "main", "same", count=20, tid=1),
-                ],
-            )
-        ]
-        * 20
-    )
+    def side(slow: int) -> Profile:
+        return steady_profile(
+            sample("t", "main", "slow", count=slow, tid=1),
+            sample("t", "main", "same", count=20, tid=1),
+            windows=20,
+        )
+
+    before, after = side(50), side(10)
     comparison = compare_profiles(before, after)
     flame = diff_flame(before, after, comparison)
     slow = flame.root.children[("t", "")].children[("main", "app.py")].children[("slow", "app.py")]

@@ -13,41 +13,15 @@ from gilprof.model import Mode
 from gilprof.profile import Profile
 from gilprof.steps import RankSteps, parse_lines, summarize
 
-from .builders import make_profile, sample
+from .builders import hot_and_serve, make_profile, noisy_windows, sample
 
 
-def _profile(hot: int = 30, other: int = 20, windows: int = 4, mode: Mode = Mode.GIL) -> Profile:
-    return make_profile(
-        [
-            (
-                100,
-                [
-                    sample("exec", "loop", "Router.safe_broadcast", count=hot, tid=1),
-                    sample("ingress", "serve", count=other, tid=2),
-                ],
-            )
-            for _ in range(windows)
-        ],
-        mode=mode,
-    )
+def _profile(hot: int = 30, other: int = 20, mode: Mode = Mode.GIL) -> Profile:
+    return hot_and_serve(("exec", "loop", "Router.safe_broadcast"), hot, other, mode=mode)
 
 
-def _noisy(rng: random.Random, hot_share: float, windows: int = 40, ticks: int = 200) -> Profile:
-    out = []
-    for _ in range(windows):
-        p = min(0.9, max(0.0, rng.gauss(hot_share, 0.03)))
-        hot = sum(rng.random() < p for _ in range(ticks))
-        serve = sum(rng.random() < 0.3 for _ in range(ticks - hot))
-        out.append(
-            (
-                ticks,
-                [
-                    sample("exec", "loop", "hot", count=hot, tid=1),
-                    sample("ingress", "serve", count=serve, tid=2),
-                ],
-            )
-        )
-    return make_profile(out)
+def _noisy(rng: random.Random, hot_share: float) -> Profile:
+    return make_profile(noisy_windows(rng, hot_share, ("exec", "loop", "hot")))
 
 
 def _steps(host_ms: float, n: int = 20) -> RankSteps:

@@ -1,7 +1,7 @@
 """gilprof.reference.bcast without MPI: what each variant returns on the root, and its guards.
 
 The wire protocol of `bcast_after` and the equivalence on non-root ranks are checked under real
-`mpiexec` in tests/integration/test_bcast_mpi.py.
+`mpiexec` in tests/integration/test_broadcast_mpi.py.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -237,13 +238,24 @@ def test_ratio_ci_covers_the_true_share_at_nominal_rate() -> None:
     assert 0.90 <= covered / TRIALS <= 0.98
 
 
+Run = tuple[list[float], list[float]]  # onoff_windows: on-ticks and ticks, per window
+
+
+def paired_runs(
+    rng: random.Random, trials: int, before: float, after: float, ticks_per_window: int
+) -> Iterator[tuple[Run, Run]]:
+    """`trials` (before, after) pairs of simulated runs: 30 windows each, rho 0.9."""
+    for _ in range(trials):
+        yield (
+            onoff_windows(rng, before, 0.9, 30, ticks_per_window),
+            onoff_windows(rng, after, 0.9, 30, ticks_per_window),
+        )
+
+
 def test_false_positive_rate_is_nominal_and_binomial_would_be_far_higher() -> None:
-    rng = random.Random(11)
     batch_means_hits = 0
     naive_hits = 0
-    for _ in range(TRIALS):
-        before = onoff_windows(rng, 0.3, 0.9, 30, 100)
-        after = onoff_windows(rng, 0.3, 0.9, 30, 100)
+    for before, after in paired_runs(random.Random(11), TRIALS, 0.3, 0.3, 100):
         batch_means_hits += ratio_difference_ci(*before, *after).significant
         naive_hits += naive_binomial_difference_significant(before, after)
     batch_means_rate = batch_means_hits / TRIALS
@@ -256,12 +268,9 @@ def test_false_positive_rate_is_nominal_and_binomial_would_be_far_higher() -> No
 
 
 def test_known_difference_is_detected_with_the_right_sign() -> None:
-    rng = random.Random(5)
     trials = 100
     detected = 0
-    for _ in range(trials):
-        before = onoff_windows(rng, 0.30, 0.9, 30, 500)
-        after = onoff_windows(rng, 0.20, 0.9, 30, 500)
+    for before, after in paired_runs(random.Random(5), trials, 0.30, 0.20, 500):
         difference = ratio_difference_ci(*before, *after)
         detected += difference.significant and difference.high < 0
         assert difference.relative is not None

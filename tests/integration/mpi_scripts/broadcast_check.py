@@ -51,6 +51,13 @@ def report(name: str, problems: list[str], detail: str = "") -> None:
         failures.append(name)
 
 
+def finish() -> int:
+    """The last line of this rank, once every rank ran every check; the exit status."""
+    comm.Barrier()
+    emit(f"rank={rank} size={size} done failures={len(failures)}")
+    return 1 if failures else 0
+
+
 def random_value(rng: random.Random, depth: int) -> Any:
     kind = rng.randrange(10 if depth < 3 else 6)
     if kind == 0:
@@ -142,18 +149,23 @@ def check_raw_transport() -> None:
     report("raw_transport", problems)
 
 
-def check_root_failure() -> None:
+def check_root_failure(
+    variants: dict[str, Callable[..., Any]] = VARIANTS,
+    error: type[Exception] = BroadcastError,
+    receivers_wording: str = "Root rank failed during",
+) -> None:
+    """A root that cannot pickle makes every rank raise, at once, and the next call works."""
     problems: list[str] = []
     unpicklables = {"lambda": lambda: None, "lock": threading.Lock()}
-    for variant, broadcast in VARIANTS.items():
+    for variant, broadcast in variants.items():
         for what, bad in unpicklables.items():
             started = time.monotonic()
             try:
                 broadcast(comm, bad if rank == 0 else None, root=0)
                 problems.append(f"{variant}/{what}: no error")
-            except BroadcastError as exc:
+            except error as exc:
                 # Upstream's wording: the root's own error, or the receivers' one.
-                wanted = "Serialization failed" if rank == 0 else "Root rank failed during"
+                wanted = "Serialization failed" if rank == 0 else receivers_wording
                 if not isinstance(exc, RuntimeError) or wanted not in str(exc):
                     problems.append(f"{variant}/{what}: unclear message {exc}")
             elapsed = time.monotonic() - started
@@ -165,46 +177,54 @@ def check_root_failure() -> None:
     report("root_failure", problems)
 
 
-def _explode_off_root() -> str:
-    if MPI.COMM_WORLD.Get_rank() != 0:
-        raise KeyError("class not importable here")
+def _rebuild(only_on: int | None) -> str:
+    if only_on is None or MPI.COMM_WORLD.Get_rank() != only_on:
+        raise KeyError("class not importable on this rank")
     return "rebuilt"
 
 
-class UnpicklesOnRootOnly:
-    def __reduce__(self) -> tuple[Any, tuple[()]]:
-        return (_explode_off_root, ())
+class Unpicklable:
+    """Pickles anywhere, unpickles only on rank `only_on` (None: nowhere), as an object of a
+    class that only some ranks can import."""
+
+    def __init__(self, only_on: int | None = None) -> None:
+        self.only_on = only_on
+
+    def __reduce__(self) -> tuple[Any, tuple[int | None]]:
+        return (_rebuild, (self.only_on,))
 
 
-def check_receiver_failure() -> None:
+def check_receiver_failure(
+    variants: dict[str, Callable[..., Any]] = VARIANTS,
+    error: type[Exception] = BroadcastError,
+    wrapped: tuple[str, ...] = ("before", "after"),
+) -> None:
+    """An object that unpickles only on the root: the root gets it (before: rebuilt), every
+    other rank raises; `wrapped` variants raise `error` saying "Deserialization failed"."""
     problems: list[str] = []
-    for variant, broadcast in VARIANTS.items():
+    for variant, broadcast in variants.items():
         try:
-            got = broadcast(comm, UnpicklesOnRootOnly() if rank == 0 else None, root=0)
+            got = broadcast(comm, Unpicklable(only_on=0) if rank == 0 else None, root=0)
             if rank != 0:
                 problems.append(f"{variant}: no error off root")
             elif variant == "before" and got != "rebuilt":
                 problems.append(f"{variant}: root got {got!r}")
-        except BroadcastError as exc:
-            if rank == 0 or "Deserialization failed" not in str(exc):
-                problems.append(f"{variant}: {exc}")
+        except Exception as exc:  # an unwrapped variant raises the unpickler's own error
+            if rank == 0:
+                problems.append(f"{variant}: root raised {exc!r}")
+            elif variant in wrapped and not (
+                isinstance(exc, error) and "Deserialization failed" in str(exc)
+            ):
+                problems.append(f"{variant}: {exc!r}")
+        comm.Barrier()
     report("receiver_failure", problems)
-
-
-def _explode_everywhere() -> str:
-    raise KeyError("class not importable anywhere")
-
-
-class UnpicklesNowhere:
-    def __reduce__(self) -> tuple[Any, tuple[()]]:
-        return (_explode_everywhere, ())
 
 
 def check_root_unpickle_failure() -> None:
     """before's root unpickles its own bytes, so it fails like upstream; after's root cannot."""
     problems: list[str] = []
     for variant, broadcast in VARIANTS.items():
-        sent = UnpicklesNowhere() if rank == 0 else None
+        sent = Unpicklable() if rank == 0 else None
         try:
             got = broadcast(comm, sent, root=0)
             if rank != 0 or variant == "before":
@@ -255,9 +275,7 @@ def main() -> int:
     ):
         check()
     check_random_payloads(cases)
-    comm.Barrier()
-    emit(f"rank={rank} size={size} done failures={len(failures)}")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

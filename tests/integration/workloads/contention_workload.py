@@ -9,12 +9,12 @@ Stdlib only, so it runs on every interpreter under test.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import threading
 import time
 import zlib
+
+from workload_threads import arguments, run_for, write_truth
 
 
 def spin_forever(stop: threading.Event, out: dict[str, float], name: str) -> None:
@@ -37,11 +37,9 @@ def compress_forever(stop: threading.Event, out: dict[str, float], name: str) ->
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = arguments(duration=8.0)
     parser.add_argument("--spinners", type=int, default=2)
     parser.add_argument("--native", action="store_true")
-    parser.add_argument("--duration", type=float, default=8.0)
-    parser.add_argument("--truth", default="")
     args = parser.parse_args()
     stop = threading.Event()
     cpu: dict[str, float] = {}
@@ -53,19 +51,12 @@ def main() -> int:
         threads.append(
             threading.Thread(target=compress_forever, args=(stop, cpu, "zlib"), name="zlib")
         )
-    for t in threads:
-        t.start()
-    time.sleep(args.duration)
-    stop.set()
-    for t in threads:
-        t.join()
+    run_for(args.duration, stop, threads)
     if args.truth:
-        truth = {
-            name: cpu[name] / cpu["wall:" + name] for name in cpu if not name.startswith("wall:")
-        }
-        with open(args.truth + ".tmp", "w") as handle:
-            json.dump(truth, handle)
-        os.replace(args.truth + ".tmp", args.truth)
+        write_truth(
+            args.truth,
+            {name: cpu[name] / cpu["wall:" + name] for name in cpu if not name.startswith("wall:")},
+        )
     return 0
 
 

@@ -15,13 +15,12 @@ Stationary, so any sampling window inside the run sees the same shares in expect
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import threading
 import time
 
 # stdlib only: the target runs on several interpreters without gilprof installed.
+from workload_threads import arguments, run_for, write_truth
 
 
 def spin(n: int) -> int:
@@ -73,9 +72,7 @@ def ingress(stop: threading.Event, work: int, sleep_s: float) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--truth", default="")
+    parser = arguments(duration=10.0)
     parser.add_argument("--exit-code", type=int, default=0)
     parser.add_argument("--pidfile", default="")
     parser.add_argument("--broadcast-work", type=int, default=40_000)
@@ -96,12 +93,7 @@ def main() -> int:
         threading.Thread(target=ingress, name="ingress", args=(stop, args.ingress_work, 0.006)),
     ]
     wall_start = time.perf_counter()
-    for t in threads:
-        t.start()
-    time.sleep(args.duration)
-    stop.set()
-    for t in threads:
-        t.join()
+    run_for(args.duration, stop, threads)
     wall = time.perf_counter() - wall_start
     if args.truth:
         truth = {name: seconds / wall for name, seconds in TOTALS.items()}
@@ -110,10 +102,7 @@ def main() -> int:
                 prefix + "safe_broadcast", 0.0
             ) + truth.get(prefix + "_balance_requests_across_ranks", 0.0)
         truth["wall_s"] = wall
-        tmp = args.truth + ".tmp"
-        with open(tmp, "w") as handle:
-            json.dump(truth, handle)
-        os.replace(tmp, args.truth)
+        write_truth(args.truth, truth)
     return args.exit_code
 
 
