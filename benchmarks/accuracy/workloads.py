@@ -1,4 +1,4 @@
-"""Accuracy targets: workloads that measure their own GIL ground truth, and the truth arithmetic.
+"""Accuracy targets: workloads that measure their own GIL ground truth.
 
 Run as a target: `python workloads.py NAME [--max-seconds S]`. The target prints `ready PID`
 once its threads run, works until its stdin closes (or --max-seconds pass), then prints one
@@ -18,7 +18,9 @@ bytecode, so merging every thread's runs on one time line gives who held the GIL
   between (X was preempted by the OS, or paused by the sampler): X still held the GIL;
 - a gap between a run of X and a run of Y: the GIL changed hands; counted as held by nobody
   ("hand-off"). That is what CPython does unless X was preempted just before it dropped the
-  GIL; the hand-off share bounds that ambiguity and is reported with every result.
+  GIL; the hand-off share bounds that ambiguity and is reported with every result. Where X
+  (or Y) was asleep before its sleep's deadline, that part of the gap is surely not its own,
+  so threads that take turns through sleeps (`duo`) have exact truths.
 
 GIL-releasing calls ("naps") are bracketed by timestamps: (start, native_end, end). For
 time.sleep the native part ends at the requested deadline (CPython sleeps to an absolute
@@ -26,15 +28,14 @@ CLOCK_MONOTONIC deadline; timer slack is set to 1 ns where prctl allows), so [na
 end] is the wait to take the GIL back, which survives load. For zlib.compress the native end
 is estimated as start + thread CPU time of the call, which is only right with a free core.
 
-Stdlib only: targets run on every interpreter under test without gilprof installed.
+Stdlib only: targets run on every interpreter under test without gilprof installed. The arithmetic
+that turns a record into shares over the sampled interval is in accuracy_truth.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import bisect
 import ctypes
-import itertools
 import json
 import os
 import select
@@ -50,7 +51,12 @@ GAP_S = 20e-6  # a compute iteration takes ~1 us: a longer silence means the thr
 CHECKPOINT_S = 0.05  # progress/CPU-time checkpoints, for the pause overhead and the CPU truth
 PLANT_PERIOD_S = 0.05
 PLANTED_SHARES = {"planted_20pct": 0.20, "planted_5pct": 0.05, "planted_1pct": 0.01}
-WATCHED = (*PLANTED_SHARES, "burst_fn")  # functions whose share of wall time is recorded
+DUO_SHARES = {"duo_a": 0.15, "duo_b": 0.10}
+WATCHED = (
+    *PLANTED_SHARES,
+    *DUO_SHARES,
+    "burst_fn",
+)  # functions whose share of wall time is recorded
 SLEEPER_NAP_S = 0.004  # GIL released in time.sleep
 SLEEPER_WORK_S = 0.0003  # Python work between naps (well under the 5 ms switch interval)
 ZLIB_BLOCK = 1 << 18
@@ -201,6 +207,38 @@ def planted_loop(rec: Recorder) -> None:
         rec.naps.append((t0, t1, t1))
 
 
+def duo_a(rec: Recorder, until: float) -> None:
+    compute(rec, until)
+
+
+def duo_b(rec: Recorder, until: float) -> None:
+    compute(rec, until)
+
+
+def _duo(rec: Recorder, function: Callable[[Recorder, float], None], offset: float) -> None:
+    """`function` for DUO_SHARES of each PLANT_PERIOD_S, starting `offset` into the period,
+    asleep otherwise. Two of these half a period apart hold the GIL in turn without
+    contending, so utilization (some thread holds it) is the sum of two exact truths, and
+    a sampler must attribute each tick to the right thread to get both held shares."""
+    rec.nap_kind = "idle"
+    now = time.perf_counter
+    share = DUO_SHARES[function.__name__]
+    calls = rec.calls.setdefault(function.__name__, [])
+    start = now() + offset
+    while not STOP[0]:
+        t0 = now()
+        if start > t0:
+            time.sleep(start - t0)
+            t1 = now()
+            rec.naps.append((t0, t1, t1))
+            t0 = t1
+        function(rec, t0 + share * PLANT_PERIOD_S)
+        calls.append((t0, now()))
+        start += PLANT_PERIOD_S
+        if start < now():
+            start = now()  # fell behind (a loaded machine): start the next period now
+
+
 WORKLOADS: dict[str, list[tuple[str, Callable[[Recorder], None]]]] = {
     "cpu1": [("spin-0", spinner)],
     "spin2": [("spin-0", spinner), ("spin-1", spinner)],
@@ -209,6 +247,10 @@ WORKLOADS: dict[str, list[tuple[str, Callable[[Recorder], None]]]] = {
     "zlib": [("spin-0", spinner), ("zlib", compressor)],
     "burst": [("spin-0", spinner), ("burst", burster)],
     "planted": [("planted-loop", planted_loop)],
+    "duo": [
+        ("duo-a", lambda rec: _duo(rec, duo_a, 0.0)),
+        ("duo-b", lambda rec: _duo(rec, duo_b, PLANT_PERIOD_S / 2)),
+    ],
 }
 DESCRIPTIONS = {
     "cpu1": "one CPU-bound thread",
@@ -218,6 +260,7 @@ DESCRIPTIONS = {
     "zlib": "zlib.compress releases the GIL while another thread computes (needs 2 cores)",
     "burst": "burst_fn holds the GIL 0.3 ms after each 4 ms sleep, beside a spinner",
     "planted": "planted functions at 20%, 5%, 1% of wall time, one Python thread",
+    "duo": "two threads hold the GIL in turn (15% and 10% of wall), never at once",
 }
 
 
@@ -253,128 +296,6 @@ def run_target(name: str, max_seconds: float) -> dict[str, Any]:
         "ended": time.perf_counter(),
         "threads": [r.to_dict() for r in recorders],
     }
-
-
-# -- truth over an interval -----------------------------------------------------------------
-
-
-def _clip(intervals: Sequence[Interval], windows: Sequence[Interval]) -> float:
-    """Seconds of `intervals` that fall inside `windows` (both sorted or not)."""
-    total = 0.0
-    for a, b in windows:
-        for s, e in intervals:
-            lo, hi = max(s, a), min(e, b)
-            if hi > lo:
-                total += hi - lo
-    return total
-
-
-def _covered(point_a: float, point_b: float, naps: list[Interval], starts: list[float]) -> bool:
-    """Whether any nap of the thread overlaps (point_a, point_b)."""
-    i = bisect.bisect_left(starts, point_b)
-    return any(naps[j][1] > point_a for j in range(max(0, i - 2), i))
-
-
-@dataclass(frozen=True)
-class ThreadTruth:
-    name: str
-    held: float  # GIL hand-offs counted as held by nobody
-    handoff_before: float  # hand-offs that end in a run of this thread
-    handoff_after: float  # hand-offs that start after a run of this thread
-    wait: float | None  # spinners: 1 - held; nappers: end of the native part to the GIL back
-    idle: float
-    native: float
-    cpu: float | None  # thread CPU time / wall, from checkpoints (None without them)
-
-
-@dataclass(frozen=True)
-class Truth:
-    seconds: float
-    utilization: float  # some thread held the GIL (hand-offs excluded)
-    handoff: float  # the GIL changed hands: held by nobody, or by either side if preempted
-    threads: dict[str, ThreadTruth]
-    functions: dict[str, float]  # planted function -> share of wall
-    blame: dict[tuple[str, str], float]  # (waiter, holder) -> share of wall; spinner waiters
-
-
-def _checkpoint_sums(
-    marks: Sequence[Sequence[float]], windows: Sequence[Interval]
-) -> tuple[float, float, float]:
-    """(CPU seconds, iterations, seconds) inside `windows`, pro rata between checkpoints."""
-    cpu = iters = seconds = 0.0
-    for (t0, n0, c0), (t1, n1, c1) in itertools.pairwise(marks):
-        inside = _clip([(t0, t1)], windows)
-        if inside <= 0 or t1 <= t0:
-            continue
-        weight = inside / (t1 - t0)
-        cpu += (c1 - c0) * weight
-        iters += (n1 - n0) * weight
-        seconds += inside
-    return cpu, iters, seconds
-
-
-def iteration_rate(record: dict[str, Any], windows: Sequence[Interval]) -> float | None:
-    """Compute-loop iterations per second of all threads together, inside `windows`."""
-    sums = [_checkpoint_sums(t["checkpoints"], windows) for t in record["threads"]]
-    seconds = max((s for _, _, s in sums), default=0.0)
-    return sum(i for _, i, _ in sums) / seconds if seconds > 0 else None
-
-
-def truth_over(record: dict[str, Any], windows: Sequence[Interval]) -> Truth:
-    """Ground-truth shares over the union of `windows` (perf_counter seconds)."""
-    windows = sorted(windows)
-    wall = sum(b - a for a, b in windows)
-    if wall <= 0:
-        raise ValueError("empty interval")
-    threads = {t["name"]: t for t in record["threads"]}
-    timeline = sorted((s, e, t["name"]) for t in threads.values() for s, e in t["runs"])
-    naps = {name: sorted((s, e) for s, _, e in t["naps"]) for name, t in threads.items()}
-    nap_starts = {name: [s for s, _ in items] for name, items in naps.items()}
-    held: dict[str, list[Interval]] = {name: [] for name in threads}
-    before: dict[str, list[Interval]] = {name: [] for name in threads}
-    after: dict[str, list[Interval]] = {name: [] for name in threads}
-    for (s0, e0, x), (s1, _e1, y) in itertools.pairwise(timeline):
-        held[x].append((s0, e0))
-        if s1 <= e0:
-            continue
-        if x != y:
-            after[x].append((e0, s1))
-            before[y].append((e0, s1))
-        elif not _covered(e0, s1, naps[x], nap_starts[x]):
-            held[x].append((e0, s1))  # preempted or paused while holding the GIL
-    if timeline:
-        held[timeline[-1][2]].append(timeline[-1][:2])
-    out: dict[str, ThreadTruth] = {}
-    for name, t in threads.items():
-        share = _clip(held[name], windows) / wall
-        released = _clip([(s, n) for s, n, _ in t["naps"]], windows) / wall
-        nap_wait = _clip([(n, e) for _, n, e in t["naps"]], windows) / wall
-        cpu, _, seconds = _checkpoint_sums(t["checkpoints"], windows)
-        out[name] = ThreadTruth(
-            name,
-            share,
-            _clip(before[name], windows) / wall,
-            _clip(after[name], windows) / wall,
-            nap_wait if t["naps"] else 1.0 - share,
-            released if t["nap_kind"] == "idle" else 0.0,
-            released if t["nap_kind"] == "native" else 0.0,
-            cpu / seconds if seconds > 0 else None,
-        )
-    functions = {
-        fn: _clip(calls, windows) / wall
-        for t in threads.values()
-        for fn, calls in t["calls"].items()
-    }
-    spinners = [name for name, t in threads.items() if not t["naps"]]
-    blame = {(w, h): out[h].held for w in spinners for h in out if h != w}
-    return Truth(
-        wall,
-        sum(th.held for th in out.values()),
-        sum(th.handoff_after for th in out.values()),
-        out,
-        functions,
-        blame,
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,10 +13,11 @@ file base name, since file paths differ between hosts and base names do not.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from gilprof.model import Frame, Mode, ThreadState
+from gilprof.model import Frame, Mode, ThreadState, function_name_matches
 from gilprof.profile import Profile
 
 FunctionKey = tuple[str, str, int, "str | None"]  # (name, file, line, thread label)
@@ -121,65 +122,204 @@ def build_table(
     table.watch_total = dict.fromkeys(watch_names, 0)
     table.watch_self = dict.fromkeys(watch_names, 0)
     table.watch_matched = {name: set() for name in watch_names}
+    folder = _Folder(profile, table, lines, allowed, watch_names, ordered=series)
     if series:
         table.total_series, table.watch_series, table.held_series = {}, {}, {}
         table.gil_series = {}
-    # Per stack, what it contributes: computed once, reused in every window it appears in.
-    plans: dict[int, _StackPlan] = {}
-    for index, window in enumerate(profile.windows):
-        for stack_index, count in window.counts.items():
-            plan = plans.get(stack_index)
-            if plan is None:
-                plan = plans[stack_index] = _plan(
-                    profile, stack_index, table, lines, allowed, watch_names
-                )
-            _add(table, plan, index, count)
+        _fold_per_window(profile, folder)
+    else:
+        _fold_totals(profile, folder)
+    folder.finish()
     for tid in {*table.held, *table.states}:
         table.thread_names[tid] = thread_label(profile, tid)
     return table
 
 
-@dataclass(frozen=True, slots=True)
-class _StackPlan:
+def _fold_per_window(profile: Profile, folder: _Folder) -> None:
+    """Every (window, stack) cell through its stack's plan: what the series need."""
+    plans: dict[int, _StackPlan] = {}
+    for index, window in enumerate(profile.windows):
+        for stack_index, count in window.counts.items():
+            plan = plans.get(stack_index)
+            if plan is None:
+                plan = plans[stack_index] = folder.plan(stack_index)
+            folder.add_state(plan, index, count)
+            folder.add(plan, count)
+            folder.add_series(plan, index, count)
+
+
+def _fold_totals(profile: Profile, folder: _Folder) -> None:
+    """Without series only the thread states are per window: each cell adds to its stack's
+    state row and to the stack's total, and each stack's plan is applied once, to its total.
+
+    A plan touches every function on its stack, so applying it per cell cost windows x
+    stacks x depth updates (issue 15); this costs windows x stacks plus stacks x depth.
+    Stacks are planned in the order they first appear in, as the per-window fold plans
+    them, so every dict of the table is filled in the same order (sort ties stay put).
+    """
+    stacks = profile.stacks
+    states = folder.table.states
+    # Per stack, its (thread, state) row of table.states, found when the stack is first seen.
+    rows: list[Series | None] = [None] * len(stacks)
+    totals = [0] * len(stacks)
+    seen: list[int] = []  # stack indexes in order of first appearance (zero counts too)
+    for index, window in enumerate(profile.windows):
+        for stack_index, count in window.counts.items():
+            row = rows[stack_index]
+            if row is None:
+                stack = stacks[stack_index]
+                row = rows[stack_index] = states.setdefault(stack.tid, {}).setdefault(
+                    stack.state, {}
+                )
+                seen.append(stack_index)
+            row[index] = row.get(index, 0) + count
+            totals[stack_index] += count
+    for stack_index in seen:
+        folder.add(folder.plan(stack_index), totals[stack_index])
+
+
+class _StackPlan(NamedTuple):  # a tuple: made once per stack, and cheaper to make
     tid: int
     label: str
     state: ThreadState
     counts: bool  # toward shares
-    keys: tuple[FunctionKey, ...]  # distinct functions on the stack (empty if filtered out)
-    leaf: FunctionKey | None
+    functions: Collection[int]  # distinct functions on the stack, as ids (none if filtered out)
+    leaf: int  # the function on top, -1 if filtered out
     watch_total: tuple[str, ...]
     watch_self: tuple[str, ...]
 
 
-def _plan(
-    profile: Profile,
-    index: int,
-    table: WindowTable,
-    lines: bool,
-    allowed: set[int] | None,
-    watch_names: tuple[str, ...],
-) -> _StackPlan:
-    stack = profile.stacks[index]
-    label = thread_label(profile, stack.tid)
-    counts = counts_toward_shares(table.mode, stack.state)
-    frames = profile.stack_frames(index)
-    if not counts or not frames or (allowed is not None and stack.tid not in allowed):
-        return _StackPlan(stack.tid, label, stack.state, counts, (), None, (), ())
-    thread = label if table.per_thread else None
-    keys = tuple(dict.fromkeys(function_key(f, lines, thread) for f in frames))
-    leaf = function_key(frames[-1], lines, thread)
-    in_stack = []
-    on_top = []
-    for name in watch_names:
-        hits = [f for f in frames if f.matches(name)]
-        if hits:
-            in_stack.append(name)
-            table.watch_matched[name].update(f.name for f in hits)
-            if frames[-1].matches(name):
-                on_top.append(name)
-    return _StackPlan(
-        stack.tid, label, stack.state, counts, keys, leaf, tuple(in_stack), tuple(on_top)
-    )
+class _Folder:
+    """Per stack, what it contributes (its plan), and the sums of the plans applied.
+
+    Stacks share most of their frames, so a frame's function (per thread label) and whether
+    it matches each watched name are worked out once per frame, not once per stack and
+    frame. Functions are counted by id in a list while folding, and keyed by FunctionKey
+    once at the end (`finish`): hashing a key tuple on every update was most of the cost.
+    Ids are handed out in the order functions are first counted, which is the order the
+    table's dicts were filled in when they were updated directly.
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        table: WindowTable,
+        lines: bool,
+        allowed: set[int] | None,
+        watch_names: tuple[str, ...],
+        ordered: bool,
+    ) -> None:
+        self.profile = profile
+        self.table = table
+        self.lines = lines
+        self.allowed = allowed
+        self.keys: list[FunctionKey] = []  # function id -> key
+        self.ids: dict[FunctionKey, int] = {}
+        self.by_frame: dict[str | None, dict[int, int]] = {}  # thread -> frame index -> id
+        self.total: list[int] = []  # function id -> count
+        self.self_: dict[int, int] = {}  # function id -> count, in order of first count
+        frames = profile.frames
+        # Matching reads only the frame's name: each distinct name is tested once.
+        names = {f.name for f in frames} if watch_names else set()
+        self.watch: list[tuple[str, frozenset[int]]] = []
+        for name in watch_names:
+            hits = {n for n in names if function_name_matches(name, n)}
+            self.watch.append((name, frozenset(i for i, f in enumerate(frames) if f.name in hits)))
+        self.watched = frozenset().union(*(hits for _, hits in self.watch))
+        self.labels: dict[int, str] = {}
+        # The series are filled in the order functions sit on a stack (root first); totals
+        # need only each function once, which a set gives for less.
+        self.distinct: Callable[[Iterable[int]], Collection[int]] = (
+            _ordered if ordered else frozenset
+        )
+
+    def _function(self, frame: Frame, thread: str | None) -> int:
+        key = function_key(frame, self.lines, thread)
+        fid = self.ids.get(key)
+        if fid is None:
+            fid = self.ids[key] = len(self.keys)
+            self.keys.append(key)
+            self.total.append(0)
+        return fid
+
+    def plan(self, index: int) -> _StackPlan:
+        profile, table = self.profile, self.table
+        stack = profile.stacks[index]
+        tid, state, ids = stack.tid, stack.state, stack.frames
+        label = self.labels.get(tid)
+        if label is None:
+            label = self.labels[tid] = thread_label(profile, tid)
+        counts = counts_toward_shares(table.mode, state)
+        if not counts or not ids or (self.allowed is not None and tid not in self.allowed):
+            return _StackPlan(tid, label, state, counts, (), -1, (), ())
+        thread = label if table.per_thread else None
+        known = self.by_frame.get(thread)
+        if known is None:
+            known = self.by_frame[thread] = {}
+        try:
+            functions = self.distinct(map(known.__getitem__, ids))
+        except KeyError:  # frames not met before: ids handed out root first
+            frames = profile.frames
+            for i in ids:
+                if i not in known:
+                    known[i] = self._function(frames[i], thread)
+            functions = self.distinct(map(known.__getitem__, ids))
+        in_stack = []
+        on_top = []
+        if not self.watched.isdisjoint(ids):
+            for name, hits in self.watch:
+                if not hits.isdisjoint(ids):
+                    in_stack.append(name)
+                    table.watch_matched[name].update(
+                        profile.frames[i].name for i in ids if i in hits
+                    )
+                    if ids[-1] in hits:
+                        on_top.append(name)
+        return _StackPlan(
+            tid, label, state, counts, functions, known[ids[-1]], tuple(in_stack), tuple(on_top)
+        )
+
+    def add_state(self, plan: _StackPlan, window: int, count: int) -> None:
+        row = self.table.states.setdefault(plan.tid, {}).setdefault(plan.state, {})
+        row[window] = row.get(window, 0) + count
+
+    def add(self, plan: _StackPlan, count: int) -> None:
+        if not plan.counts:
+            return
+        table = self.table
+        table.samples += count
+        table.held[plan.tid] = table.held.get(plan.tid, 0) + count
+        total = self.total
+        for fid in plan.functions:
+            total[fid] += count
+        if plan.leaf >= 0:
+            self.self_[plan.leaf] = self.self_.get(plan.leaf, 0) + count
+        for name in plan.watch_total:
+            table.watch_total[name] += count
+        for name in plan.watch_self:
+            table.watch_self[name] += count
+
+    def add_series(self, plan: _StackPlan, window: int, count: int) -> None:
+        if not plan.counts:
+            return
+        table, keys = self.table, self.keys
+        for fid in plan.functions:
+            _bump(table.total_series, keys[fid], window, count)  # type: ignore[arg-type]
+        for name in plan.watch_total:
+            _bump(table.watch_series, name, window, count)  # type: ignore[arg-type]
+        _bump(table.held_series, plan.label, window, count)  # type: ignore[arg-type]
+        gil = table.gil_series
+        assert gil is not None
+        gil[window] = gil.get(window, 0) + count
+
+    def finish(self) -> None:
+        keys = self.keys
+        self.table.total = dict(zip(keys, self.total, strict=True))
+        self.table.self_ = {keys[fid]: count for fid, count in self.self_.items()}
+
+
+def _ordered(functions: Iterable[int]) -> tuple[int, ...]:
+    return tuple(dict.fromkeys(functions))
 
 
 def _bump(series: dict[object, Series], key: object, window: int, count: int) -> None:
@@ -187,31 +327,3 @@ def _bump(series: dict[object, Series], key: object, window: int, count: int) ->
     if row is None:
         row = series[key] = {}
     row[window] = row.get(window, 0) + count
-
-
-def _add(table: WindowTable, plan: _StackPlan, window: int, count: int) -> None:
-    per_state = table.states.setdefault(plan.tid, {})
-    row = per_state.setdefault(plan.state, {})
-    row[window] = row.get(window, 0) + count
-    if not plan.counts:
-        return
-    table.samples += count
-    table.held[plan.tid] = table.held.get(plan.tid, 0) + count
-    total, self_ = table.total, table.self_
-    for key in plan.keys:
-        total[key] = total.get(key, 0) + count
-    if plan.leaf is not None:
-        self_[plan.leaf] = self_.get(plan.leaf, 0) + count
-    for name in plan.watch_total:
-        table.watch_total[name] += count
-    for name in plan.watch_self:
-        table.watch_self[name] += count
-    if table.total_series is not None:
-        for key in plan.keys:
-            _bump(table.total_series, key, window, count)  # type: ignore[arg-type]
-        for name in plan.watch_total:
-            _bump(table.watch_series, name, window, count)  # type: ignore[arg-type]
-        _bump(table.held_series, plan.label, window, count)  # type: ignore[arg-type]
-        gil = table.gil_series
-        assert gil is not None
-        gil[window] = gil.get(window, 0) + count

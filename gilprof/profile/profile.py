@@ -27,8 +27,9 @@ SCHEMA_VERSION = int(_version)
 class Counts(Mapping[int, int]):
     """Stack index -> samples of one loaded window, kept as two parallel arrays.
 
-    A dict costs ~100 bytes per entry; these cost 16. Lookups by key build a dict on first use
-    (the analyses only iterate).
+    A dict costs ~100 bytes per entry; these cost 8 (4-byte ints, as the stream reader makes
+    them when the values fit) or 16. Lookups by key build a dict on first use (the analyses
+    only iterate).
     """
 
     __slots__ = ("_index", "_keys", "_values")

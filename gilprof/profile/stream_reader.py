@@ -11,7 +11,7 @@ import json
 import zlib
 from array import array
 from collections.abc import Iterator
-from itertools import accumulate
+from itertools import accumulate, chain
 from typing import Any
 
 from gilprof.errors import InputError
@@ -22,6 +22,9 @@ from gilprof.profile.stream import GZIP_MAGIC
 CHUNK = 1 << 20
 MAX_RECORD_BYTES = 1 << 30  # one decompressed record; refuses a gzip bomb
 _STATES = {str(s): s for s in ThreadState}
+# A loaded window keeps its counts as two arrays (stack indexes, counts): 4-byte ints when
+# the values fit, as they nearly always do, halve what the windows of a loaded profile cost.
+_INT32 = 1 << 31
 
 
 def _members(path: str) -> Iterator[tuple[bytes | None, str]]:
@@ -144,6 +147,7 @@ class _Loading:
         self.profile = profile
         self.reader = reader
         self.cut = ""
+        self.ints: list[int] = []  # frame index -> the int object every stack refers to
 
     def fail(self, message: str) -> InputError:
         return self.reader.fail(f"window {len(self.profile.windows)}: {message}")
@@ -165,12 +169,13 @@ class _Loading:
         if not isinstance(counts, dict):
             raise self.fail("counts: expected an object")
         deltas = array("q", _list(counts["stack"]))
-        numbers = array("q", _list(counts["n"]))
+        numbers = _compact(_list(counts["n"]))
         if len(deltas) != len(numbers):
             raise self.fail("counts: stack and n differ in length")
         if deltas and (deltas[0] < 0 or min(deltas[1:], default=1) < 1):
             raise self.fail("counts: stack indexes not strictly ascending")
-        keys = array("q", accumulate(deltas))
+        # ascending: the last key, the sum of the deltas, is the largest
+        keys = array("i" if sum(deltas) < _INT32 else "q", accumulate(deltas))
         if keys and keys[-1] >= len(profile.stacks):
             raise self.fail(f"counts: stack index {keys[-1]} out of range")
         if numbers and min(numbers) < 0:
@@ -201,8 +206,16 @@ class _Loading:
     def _stacks(self, entries: Any) -> None:
         profile = self.profile
         stacks = profile.stacks
-        nframes = len(profile.frames)
-        for entry in _list(entries):
+        entries = _list(entries)
+        # The frame indexes of all new stacks checked at once (ints, in range): a record can
+        # hold tens of thousands of stacks, and per-stack checks were most of a load.
+        added = array("q", chain.from_iterable(_list(entry[4]) for entry in entries))
+        if added and (min(added) < 0 or max(added) >= len(profile.frames)):
+            raise self.fail("stacks: frame index out of range")
+        ints = self.ints
+        ints.extend(range(len(ints), len(profile.frames)))
+        shared = ints.__getitem__
+        for entry in entries:
             tid, state, base, keep, extra = entry
             if type(tid) is not int:
                 raise self.fail(f"stacks: bad thread id {_short(tid)}")
@@ -213,12 +226,11 @@ class _Loading:
             prefix = stacks[base].frames if base >= 0 else ()
             if type(keep) is not int or not 0 <= keep <= len(prefix):
                 raise self.fail(f"stacks: keep {_short(keep)} out of range")
-            added = array("q", _list(extra))
-            if added and (min(added) < 0 or max(added) >= nframes):
-                raise self.fail("stacks: frame index out of range")
+            # Frame indexes as the one int object per frame: an int above 256 costs 32 bytes,
+            # and every stack would otherwise hold its own copies (a fifth of a loaded profile).
             # A stack given twice would only split its counts over two indexes: not checked
             # (Profile indexes its stacks when first asked to intern one).
-            stacks.append(Stack(tid, _STATES[state], prefix[:keep] + tuple(added)))
+            stacks.append(Stack(tid, _STATES[state], prefix[:keep] + tuple(map(shared, extra))))
 
     def _runs(self, entries: Any, origin: int) -> Runs:
         runs = Runs()
@@ -276,6 +288,14 @@ class _Loading:
             ),
         )
         return profile
+
+
+def _compact(values: list[Any]) -> array[int]:
+    """Counts as 4-byte ints when they fit (they nearly always do), else 8-byte."""
+    try:
+        return array("i", values)
+    except OverflowError:
+        return array("q", values)
 
 
 def _list(value: Any) -> list[Any]:

@@ -1,6 +1,6 @@
 """Recipe files (TOML) -> validated, frozen settings for one serving stack.
 
-A recipe says how to find the process worth sampling (rank, role, command line, launcher),
+A recipe says how to find the process worth sampling (rank, role, command line, ancestors),
 how to sample it, which functions are known GIL hot spots there (and why), where the
 iteration log lives, and which budgets a perf gate should hold it to. Recipes are data:
 values are checked for type and range, regular expressions are compiled to reject bad

@@ -101,6 +101,7 @@ def _sample(
     errors = 0
     messages: list[str] = []
     ticks_sources: set[str] = set()
+    priorities: dict[str, int] = {}  # the sampler's scheduling -> windows sampled with it
     stopped_by = ""
     covered = 0.0
     if stream is not None:
@@ -141,6 +142,8 @@ def _sample(
             origin = result.t0
         ticks, source = backend.ticks(result, settings)
         ticks_sources.add(source)
+        if result.priority:
+            priorities[result.priority] = priorities.get(result.priority, 0) + 1
         window = profile.add_window(
             result.t0 - origin, result.t1 - origin, ticks, result.samples, result.spans
         )
@@ -174,11 +177,24 @@ def _sample(
         partial_reason=partial_reason,
         ticks_source="sampler" if ticks_sources == {"sampler"} else "estimated",
         messages=tuple(messages),
+        priority=_priority(priorities),
     )
     if stream is not None:
         stream.finish(profile)
         stream.sync()
     return profile
+
+
+def _priority(windows: dict[str, int]) -> str:
+    """The sampler's scheduling over the capture, as SamplingInfo.priority records it.
+
+    Each window starts its own sampler process, and SCHED_FIFO can be granted to one and
+    refused to the next (an RT budget used up by other processes), so a mixed capture names
+    every policy with its window count rather than claiming the first window's for all.
+    """
+    if len(windows) <= 1:
+        return next(iter(windows), "")
+    return "; ".join(f"{policy} ({count} windows)" for policy, count in windows.items())
 
 
 def run_sessions(

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import random
+
+import pytest
+
 from gilprof.analysis.attribution import attribute
 from gilprof.analysis.table import WindowTable, build_table
 from gilprof.model import Mode, ThreadState
-from tests.unit.builders import make_profile, sample
+from gilprof.profile import Profile
+from tests.unit.builders import frames, make_profile, sample
 
 
 def _two_windows():
@@ -86,3 +92,76 @@ def test_attribution_from_a_given_table_equals_attribution_from_the_profile():
     assert attribute(profile, by_thread=True, watch=("x",), table=table) == attribute(
         profile, by_thread=True, watch=("x",)
     )
+
+
+def _random_profile(seed: int, mode: Mode) -> Profile:
+    """Windows of random stacks over four threads: shared prefixes, recursion, the same
+    function at two lines, every state, a qualname to watch, and zero counts."""
+    rng = random.Random(seed)
+    names = ["main", "loop", "Comm.safe_broadcast", "loads", "step", "step@other.py", "wait"]
+    states = list(ThreadState) if mode is Mode.CONTENTION else [ThreadState.HELD]
+    stacks = []
+    for _ in range(40):
+        depth = rng.randint(1, 6)
+        thread = rng.choice(["executor", "ingress", "MainThread", "client"])
+        stacks.append((thread, ["main", *rng.choices(names, k=depth)], rng.choice(states)))
+    tids = {"executor": 1, "ingress": 2, "MainThread": 3, "client": 4}
+    profile = make_profile([], mode=mode)
+    # Stacks numbered in another order than they first appear in, as in a long capture.
+    for thread, frame_names, state in rng.sample(stacks, len(stacks)):
+        profile.intern_stack(tids[thread], state, frames(*frame_names))
+    for w in range(12):
+        chosen = rng.sample(stacks, rng.randint(0, 15))
+        samples = [
+            sample(
+                thread, *names, count=rng.choice([0, 1, 1, 2, 5, 30]), tid=tids[thread], state=state
+            )
+            for thread, names, state in chosen
+        ]
+        profile.add_window(w, w + 1, rng.randint(50, 100), samples)
+    profile.finish()
+    return profile
+
+
+def _fields(table: WindowTable) -> dict[str, object]:
+    """Every field outside the series, with the order of every dict's keys (sort ties and
+    renderers follow insertion order)."""
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(table):
+        if f.name.endswith("_series"):
+            continue
+        value = getattr(table, f.name)
+        out[f.name] = value
+        out[f.name + " order"] = _key_order(value)
+    return out
+
+
+def _key_order(value: object) -> object:
+    if not isinstance(value, dict):
+        return None
+    return [(key, _key_order(inner)) for key, inner in value.items()]
+
+
+@pytest.mark.parametrize("mode", [Mode.GIL, Mode.CONTENTION, Mode.WALL])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"by_thread": True, "lines": True},
+        {"thread_pattern": "^(executor|client)$"},
+        {"watch": ("safe_broadcast", "Comm.safe_broadcast", "step", "missing")},
+    ],
+)
+def test_totals_fast_path_equals_the_per_window_fold(tmp_path, mode, options):
+    """A report folds each stack's total once; compare folds every (window, stack) cell:
+    both give the same table, on a profile in memory and on one read back from a stream."""
+    for seed in range(5):
+        built = _random_profile(seed, mode)
+        path = tmp_path / f"p{seed}.json"
+        built.save(path, version=2)
+        for profile in (built, Profile.load(path)):
+            fast = build_table(profile, **options)
+            per_window = build_table(profile, series=True, **options)
+            assert fast.total_series is None and per_window.total_series is not None
+            assert _fields(fast) == _fields(per_window)
+            assert fast.samples == sum(per_window.gil_series.values())

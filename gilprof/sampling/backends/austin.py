@@ -345,6 +345,9 @@ class AustinBackend(Backend):
             # austin keeps normal priority: its accuracy at SCHED_FIFO is unmeasured.
             with sampler_process(self.command(pid, settings, output)) as (proc, _priority):
                 window, log = self._drive(proc, pid, seconds, stop)
+            # Recorded as the profile's priority (sampler_process's own reason would blame
+            # the kernel, which was never asked).
+            window.priority = "normal (austin is not run at real-time priority)"
             # Threads that started during the window are named from their state at its end.
             names = {**read_thread_names(pid), **names}
             self._read_output(window, output, settings, names, log)

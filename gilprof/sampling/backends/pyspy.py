@@ -62,10 +62,14 @@ PERMISSION_HINT = (
 )
 
 
+# The figures are benchmarks/accuracy's `burst` workload (0.3 ms holds after 4 ms sleeps)
+# run with `--no-realtime`; docs/accuracy.md has the tables.
 NORMAL_PRIORITY_NOTE = (
-    "sampler ran at {priority}: GIL holds shorter than ~1 ms right after a sleep or I/O may be "
-    "under-counted (measured: up to 4x on an idle machine, ~10% under load); run gilprof as root "
-    "or with CAP_SYS_NICE to sample at SCHED_FIFO priority"
+    "sampler not at real-time priority ({priority}): GIL holds shorter than ~1 ms right "
+    "after a sleep or I/O read low, on an idle machine down to a tenth of their share "
+    "(measured: 0.4-1.1% of wall for a truth of 3.2%; at SCHED_FIFO within 0.5 points), and the "
+    "ticks missed go to the thread that held the GIL next; longer holds are unaffected. Run "
+    "gilprof as root or with CAP_SYS_NICE to sample at SCHED_FIFO priority"
 )
 CONTENTION_NOTE = (
     "contention mode pauses the target at every tick (py-spy --native cannot sample without "
