@@ -17,6 +17,7 @@ from typing import Any
 from gilprof.errors import InputError
 from gilprof.model import Frame, ThreadState
 from gilprof.profile.profile import Counts, Profile, Runs, Stack, Window
+from gilprof.profile.reader import MALFORMED, describe
 from gilprof.profile.stream import GZIP_MAGIC
 
 CHUNK = 1 << 20
@@ -104,20 +105,8 @@ class StreamReader:
                     raise self.fail(f"record {count}: neither a window nor the footer")
             except InputError:
                 raise
-            except (
-                KeyError,
-                TypeError,
-                ValueError,
-                IndexError,
-                AttributeError,
-                OverflowError,
-                RecursionError,
-            ) as exc:
-                detail = str(exc)
-                detail = detail if len(detail) <= 120 else detail[:117] + "..."
-                raise self.fail(
-                    f"record {count}: malformed ({type(exc).__name__}: {detail})"
-                ) from None
+            except MALFORMED as exc:
+                raise self.fail(f"record {count}: malformed ({describe(exc)})") from None
         if current is not None:
             profiles.append(current.partial())
         if not profiles:
