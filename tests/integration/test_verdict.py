@@ -73,7 +73,7 @@ def _sampled(
     return json.loads(report)["verdict"], json.loads(steps)["ranks"][0]
 
 
-def _server(spawn, tmp_path: Path, shape: str, mode: str) -> tuple[dict, dict]:
+def _server(spawn, tmp_path: Path, shape: str, mode: str, *report_args: str) -> tuple[dict, dict]:
     mpiexec = require_tool("mpiexec")
     log = tmp_path / "server.log"
     cmd = [
@@ -90,7 +90,7 @@ def _server(spawn, tmp_path: Path, shape: str, mode: str) -> tuple[dict, dict]:
         "--log-file",
         str(log),
     ]
-    return _sampled(spawn, tmp_path, cmd, log, mode, r"rank0 pid=(\d+)")
+    return _sampled(spawn, tmp_path, cmd, log, mode, r"rank0 pid=(\d+)", report_args)
 
 
 def _report(verdict: dict, steps: dict) -> str:
@@ -116,8 +116,12 @@ def test_server_contention_mode_verdict_matches_the_shape(spawn, tmp_path, shape
 
 @pytest.mark.parametrize("shape", ["host", "device"])
 def test_server_gil_mode_never_claims_what_it_cannot_see(spawn, tmp_path, shape):
-    """gil mode sees only the GIL holder: it may prove host-bound, never device-bound."""
-    verdict, steps = _server(spawn, tmp_path, shape, "gil")
+    """gil mode sees only the GIL holder: it may prove host-bound, never device-bound.
+
+    The thread is named: in the device shape the loop holds the GIL ~1% of the time, too few
+    samples for the measured choice (tested in contention mode above) to be sure of it.
+    """
+    verdict, steps = _server(spawn, tmp_path, shape, "gil", "--loop-thread", "executor-loop")
     print(_report(verdict, steps))
     assert verdict["thread"] == "executor-loop"
     assert verdict["device_wait_share"] is None
