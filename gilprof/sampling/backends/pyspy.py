@@ -168,39 +168,13 @@ class PySpyBackend(Backend):
         self, pid: int, settings: SamplerSettings, output: str, seconds: float | None = None
     ) -> list[str]:
         """The py-spy command of one window; `seconds` set: a `--duration` window (exact ticks)."""
-        rate = str(round(settings.rate_hz))
-        if settings.mode is Mode.CONTENTION:
+        contention = settings.mode is Mode.CONTENTION
+        cmd = [self.binary, "record", "--pid", str(pid), "--rate", str(round(settings.rate_hz))]
+        cmd += ["--format", "speedscope" if contention else "raw", "--output", output]
+        if contention:
             # Every thread at every tick, with native frames (py-spy then pauses the target).
-            cmd = [
-                self.binary,
-                "record",
-                "--pid",
-                str(pid),
-                "--rate",
-                rate,
-                "--format",
-                "speedscope",
-                "--output",
-                output,
-                "--full-filenames",
-                "--native",
-                "--idle",
-            ]
-            return cmd + self._duration_args(seconds)
-        cmd = [
-            self.binary,
-            "record",
-            "--pid",
-            str(pid),
-            "--rate",
-            rate,
-            "--format",
-            "raw",
-            "--output",
-            output,
-            "--threads",
-            "--full-filenames",
-        ]
+            return [*cmd, "--full-filenames", "--native", "--idle", *self._duration_args(seconds)]
+        cmd += ["--threads", "--full-filenames"]
         if settings.mode is Mode.GIL:
             cmd += ["--gil", "--idle"]  # --idle: keep holders py-spy's heuristic calls idle
         elif settings.mode is Mode.WALL:
