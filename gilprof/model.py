@@ -7,8 +7,9 @@ own output into them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
+from typing import Any
 
 
 class Mode(str, Enum):
@@ -91,19 +92,34 @@ class Sample:
 
 
 @dataclass(frozen=True)
-class Target:
-    pid: int
+class Placement:
+    """Where a process sits in its job, as discovery read it: shared by the process found
+    (sampling.discover.ProcessInfo) and the target recorded in its profile."""
+
     rank: int | None = None
-    rank_source: str | None = None
+    rank_source: str | None = None  # the variable the rank was read from
     local_rank: int | None = None
     world_size: int | None = None
     launcher: str | None = None
     launcher_pid: int | None = None
+    role: str | None = None  # gen, ctx, ... (gilprof.sampling.roles)
+    role_source: str | None = None  # where the role was read
+
+    def placement(self) -> dict[str, Any]:
+        """Just these fields, to build another Placement from this one."""
+        return {f.name: getattr(self, f.name) for f in fields(Placement)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target(Placement):
+    pid: int
     hostname: str = ""
     python: str = ""
     cmdline: tuple[str, ...] = ()
-    role: str | None = None  # gen, ctx, ... (gilprof.sampling.roles)
-    role_source: str | None = None  # where the role was read
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile's `target` object (pid first, as a reader looks for it)."""
+        return {"pid": self.pid, **asdict(self), "cmdline": list(self.cmdline)}
 
 
 @dataclass(frozen=True)
@@ -127,6 +143,10 @@ class SamplingInfo:
     messages: tuple[str, ...] = field(default=())
     # the sampler's scheduling: "SCHED_FIFO 10", or "normal (why)" (see backends.base)
     priority: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile's `sampling` object."""
+        return {**asdict(self), "mode": str(self.mode), "messages": list(self.messages)}
 
 
 # Frames every thread or script has below its real work: they hold the GIL whenever their

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar, cast
 
 import click
+from click.core import ParameterSource
 
 from gilprof.model import Mode
+from gilprof.sampling.backends import SamplerSettings
 from gilprof.sampling.session import DEFAULT_WINDOW_S
 from gilprof.steps import DEFAULT_SKIP_WARMUP
 
@@ -20,44 +24,96 @@ MODE_HELP = (
 )
 
 
-def sampling_options(func: F) -> F:
-    """-r/--rate, --mode, --native, --blocking, --window: how a sampler samples."""
-    for option in reversed(
-        (
-            click.option(
-                "-r",
-                "--rate",
-                type=click.IntRange(1, 10000),
-                default=100,
-                show_default=True,
-                help="Samples per second.",
-            ),
-            click.option(
-                "--mode",
-                type=click.Choice([m.value for m in Mode]),
-                default="gil",
-                show_default=True,
-                help=MODE_HELP,
-            ),
-            click.option(
-                "--native", is_flag=True, help="Include native (C/C++) frames; implies --blocking."
-            ),
-            click.option(
-                "--blocking",
-                is_flag=True,
-                help="Pause the target at each sample (more exact, much slower targets).",
-            ),
-            click.option(
-                "--window",
-                type=click.FloatRange(min=0.2),
-                default=DEFAULT_WINDOW_S,
-                show_default=True,
-                help="Seconds per sampling window (the unit of time for confidence intervals).",
-            ),
+def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Several options as one decorator; --help lists them in the order given."""
+
+    def decorate(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return decorate
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    """True when the user set option `name` (on the command line or from the environment)."""
+    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+
+
+@dataclass(frozen=True)
+class SamplingChoice:
+    """What -r/--rate, --mode, --native, --blocking and --window asked for, and which of them
+    the user gave (a recipe may fill the others)."""
+
+    mode: str
+    rate: int
+    native: bool
+    blocking: bool
+    window: float
+    given: frozenset[str]
+
+    def or_defaults(
+        self, mode: str | None, rate: float | None, native: bool | None
+    ) -> SamplingChoice:
+        """These choices, with `mode`, `rate` and `native` where the user gave none."""
+        return replace(
+            self,
+            mode=self.mode if "mode" in self.given or not mode else mode,
+            rate=self.rate if "rate" in self.given or not rate else int(rate),
+            native=self.native if "native" in self.given or native is None else native,
         )
-    ):
-        func = option(func)
-    return func
+
+    @property
+    def settings(self) -> SamplerSettings:
+        return SamplerSettings.for_mode(Mode(self.mode), self.rate, self.native, self.blocking)
+
+
+_SAMPLING_NAMES = ("rate", "mode", "native", "blocking", "window")
+
+
+def sampling_options(func: F) -> F:
+    """-r/--rate, --mode, --native, --blocking, --window: how a sampler samples. The command
+    receives them as one `sampling: SamplingChoice`."""
+
+    @functools.wraps(func)
+    def with_choice(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in _SAMPLING_NAMES}
+        ctx = click.get_current_context()
+        chosen = frozenset(name for name in _SAMPLING_NAMES if given(ctx, name))
+        return func(*args, sampling=SamplingChoice(**values, given=chosen), **kwargs)
+
+    return options(
+        click.option(
+            "-r",
+            "--rate",
+            type=click.IntRange(1, 10000),
+            default=100,
+            show_default=True,
+            help="Samples per second.",
+        ),
+        click.option(
+            "--mode",
+            type=click.Choice([m.value for m in Mode]),
+            default="gil",
+            show_default=True,
+            help=MODE_HELP,
+        ),
+        click.option(
+            "--native", is_flag=True, help="Include native (C/C++) frames; implies --blocking."
+        ),
+        click.option(
+            "--blocking",
+            is_flag=True,
+            help="Pause the target at each sample (more exact, much slower targets).",
+        ),
+        click.option(
+            "--window",
+            type=click.FloatRange(min=0.2),
+            default=DEFAULT_WINDOW_S,
+            show_default=True,
+            help="Seconds per sampling window (the unit of time for confidence intervals).",
+        ),
+    )(cast(F, with_choice))
 
 
 def format_option(
@@ -100,25 +156,20 @@ def steps_rank_option(func: F) -> F:
     )(func)
 
 
-def watch_options(func: F) -> F:
-    """--watch FUNC (repeatable) and --no-default-watch."""
-    for option in reversed(
-        (
-            click.option(
-                "--watch",
-                multiple=True,
-                metavar="FUNC",
-                help="Also watch this function (repeatable); bare names match qualnames.",
-            ),
-            click.option(
-                "--no-default-watch",
-                is_flag=True,
-                help="Do not watch safe_broadcast and _balance_requests_across_ranks.",
-            ),
-        )
-    ):
-        func = option(func)
-    return func
+watch_options = options(
+    click.option(
+        "--watch",
+        multiple=True,
+        metavar="FUNC",
+        help="Also watch this function (repeatable); bare names match qualnames.",
+    ),
+    click.option(
+        "--no-default-watch",
+        is_flag=True,
+        help="Do not watch safe_broadcast and _balance_requests_across_ranks.",
+    ),
+)
+"""--watch FUNC (repeatable) and --no-default-watch."""
 
 
 def output_option(func: F) -> F:

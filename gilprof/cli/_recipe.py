@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
-from click.core import ParameterSource
 
 from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.recipes import Recipe, load_recipe
@@ -25,11 +24,6 @@ def recipe_option(func: F) -> F:
         metavar="NAME|PATH",
         help="Built-in recipe (see `gilprof recipes`) or a recipe TOML file; flags override it.",
     )(func)
-
-
-def given(ctx: click.Context, name: str) -> bool:
-    """True when the user set option `name` (on the command line or from the environment)."""
-    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
 
 
 def watch_list(

@@ -6,13 +6,18 @@ import sys
 
 import click
 
-from gilprof.cli._options import backend_option, match_option, sampling_options
-from gilprof.cli._recipe import given, recipe_option
-from gilprof.model import Mode
+from gilprof.cli._options import (
+    SamplingChoice,
+    backend_option,
+    given,
+    match_option,
+    sampling_options,
+)
+from gilprof.cli._recipe import recipe_option
 from gilprof.recipes import Recipe
 from gilprof.renderers.live import LiveStatus
-from gilprof.sampling.backends import SamplerSettings
 from gilprof.sampling.capture import CaptureRequest, capture
+from gilprof.sampling.discover import Selection
 
 
 @click.command("attach", context_settings={"ignore_unknown_options": True})
@@ -71,11 +76,7 @@ def command(
     role: str | None,
     match: str | None,
     duration: float | None,
-    rate: int,
-    mode: str,
-    native: bool,
-    blocking: bool,
-    window: float,
+    sampling: SamplingChoice,
     backend: str,
     output: str | None,
     wait_timeout: float,
@@ -119,23 +120,18 @@ def command(
         role = role if given(ctx, "role") else target_spec.role
         # With a role, parent_match is one way to tell the role (a rule), not a filter.
         parent_match = None if target_spec.role else target_spec.parent_match
-        mode = mode if given(ctx, "mode") or not defaults.mode else defaults.mode
-        rate = rate if given(ctx, "rate") or not defaults.rate else int(defaults.rate)
         duration = duration if given(ctx, "duration") else defaults.duration
-        native = native if given(ctx, "native") or defaults.native is None else defaults.native
+        sampling = sampling.or_defaults(defaults.mode, defaults.rate, defaults.native)
     request = CaptureRequest(
-        settings=SamplerSettings.for_mode(Mode(mode), rate, native, blocking),
+        settings=sampling.settings,
         backend=backend,
         duration=duration,
-        window_s=window,
+        window_s=sampling.window,
         pid=pid,
         rank=rank,
         ranks=ranks,
         job=job,
-        match=match,
-        parent_match=parent_match,
-        role=role,
-        role_rules=rules,
+        selection=Selection(match, parent_match, role, rules),
         command=command,
         output=output,
         wait_timeout=wait_timeout,

@@ -28,6 +28,7 @@ from gilprof.renderers import render
 from gilprof.renderers.compare import demo_summary
 from gilprof.sampling.backends import SamplerSettings, get_backend
 from gilprof.sampling.capture import make_target
+from gilprof.sampling.discover import Selection
 from gilprof.sampling.launch import LaunchedJob
 from gilprof.sampling.processes import find_binary
 from gilprof.sampling.session import SessionOptions, run_session
@@ -108,7 +109,7 @@ def run_side(
     with open(log_path, "wb") as log:
         job = LaunchedJob(argv, stdout=log.fileno(), stderr=log.fileno())
         try:
-            info = job.wait_for_rank(0, None, timeout=90, stop=stop)
+            info = job.wait_for_rank(0, Selection(), timeout=90, stop=stop)
             started = time.monotonic()
             while time.monotonic() - started < settings.warmup_s and not stop.is_set():
                 if job.proc.poll() is not None:

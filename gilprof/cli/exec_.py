@@ -7,11 +7,10 @@ import re
 
 import click
 
-from gilprof.cli._options import sampling_options
+from gilprof.cli._options import SamplingChoice, sampling_options
 from gilprof.errors import UsageError
 from gilprof.renderers.live import LiveStatus
 from gilprof.sampling.backends import get_backend
-from gilprof.sampling.backends.base import SamplerSettings
 from gilprof.sampling.capture import prepare_folder
 from gilprof.sampling.discover import RANK_VARIABLES, parse_rank_selection, rank_from_environment
 from gilprof.sampling.exec_ import ExecRequest, exec_command, is_selected, run_and_sample
@@ -70,11 +69,7 @@ def command(
     ranks: str,
     output: str,
     duration: float | None,
-    rate: int,
-    mode: str,
-    native: bool,
-    blocking: bool,
-    window: float,
+    sampling: SamplingChoice,
     match: str | None,
     wait_timeout: float,
     keep_cmdline: bool,
@@ -131,8 +126,9 @@ def command(
     sampler = get_backend("py-spy")
     sampler.version()  # fail before starting the command if py-spy is missing
     prepare_folder(output)
-    settings = SamplerSettings.for_mode(mode, rate, native, blocking)
-    options = SessionOptions(settings=settings, duration=duration, window_s=window)
+    options = SessionOptions(
+        settings=sampling.settings, duration=duration, window_s=sampling.window
+    )
 
     request = ExecRequest(
         command=command,

@@ -13,11 +13,10 @@ from contextlib import contextmanager
 
 import click
 
-from gilprof.cli._options import backend_option, match_option, sampling_options
-from gilprof.model import Mode
+from gilprof.cli._options import SamplingChoice, backend_option, match_option, sampling_options
 from gilprof.renderers.top import TopView
-from gilprof.sampling.backends import SamplerSettings
 from gilprof.sampling.capture import CaptureRequest, capture
+from gilprof.sampling.discover import Selection
 
 
 @contextmanager
@@ -66,11 +65,7 @@ def command(
     pid: int | None,
     rank: int | None,
     match: str | None,
-    rate: int,
-    mode: str,
-    native: bool,
-    blocking: bool,
-    window: float,
+    sampling: SamplingChoice,
     backend: str,
     output: str | None,
 ) -> None:
@@ -86,12 +81,12 @@ def command(
     pressed = threading.Event()
     with tempfile.TemporaryDirectory(prefix="gilprof-top-") as scratch:
         request = CaptureRequest(
-            settings=SamplerSettings.for_mode(Mode(mode), rate, native, blocking),
+            settings=sampling.settings,
             backend=backend,
-            window_s=window,
+            window_s=sampling.window,
             pid=pid,
             rank=rank,
-            match=match,
+            selection=Selection(match),
             output=output or os.path.join(scratch, "top.json"),
         )
         view = TopView()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import ItemsView, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gilprof.model import Frame, Sample, SamplingInfo, Target, ThreadState
@@ -240,15 +240,10 @@ class Profile:
 
     # -- persistence ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        sampling = asdict(self.sampling)
-        sampling["mode"] = str(self.sampling.mode)
-        sampling["messages"] = list(self.sampling.messages)
-        target = asdict(self.target)
-        target["cmdline"] = list(self.target.cmdline)
         return {
             "schema": SCHEMA_V1,
-            "target": target,
-            "sampling": sampling,
+            "target": self.target.to_dict(),
+            "sampling": self.sampling.to_dict(),
             "threads": [{"tid": tid, "name": name} for tid, name in sorted(self.threads.items())],
             "frames": [[f.name, f.file, f.line] for f in self.frames],
             "stacks": [[s.tid, str(s.state), list(s.frames)] for s in self.stacks],

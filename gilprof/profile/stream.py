@@ -32,12 +32,10 @@ import json
 import os
 import tempfile
 from array import array
-from dataclasses import asdict
 from itertools import pairwise
 from typing import Any
 
 from gilprof.errors import GilprofError
-from gilprof.model import SamplingInfo
 from gilprof.profile.profile import SCHEMA, Profile, Stack, Window
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -47,13 +45,6 @@ _FRAME_SPAN = 1 << 32  # frame indexes stay below this; trie keys pack (node, fr
 
 class StreamWriteError(GilprofError):
     """The profile's file could not be written (disk full, folder gone)."""
-
-
-def sampling_dict(sampling: SamplingInfo) -> dict[str, Any]:
-    out = asdict(sampling)
-    out["mode"] = str(sampling.mode)
-    out["messages"] = list(sampling.messages)
-    return out
 
 
 class StreamWriter:
@@ -89,10 +80,12 @@ class StreamWriter:
         self._names: dict[int, str] = {}
         self._trie: dict[int, int] = {}  # node * _FRAME_SPAN + frame -> child node
         self._owner = array("q")  # node -> a stack whose frames pass through it
-        target = asdict(profile.target)
-        target["cmdline"] = list(profile.target.cmdline)
         self._emit(
-            {"schema": SCHEMA, "target": target, "sampling": sampling_dict(profile.sampling)}
+            {
+                "schema": SCHEMA,
+                "target": profile.target.to_dict(),
+                "sampling": profile.sampling.to_dict(),
+            }
         )
 
     def window(self, profile: Profile, window: Window) -> None:
@@ -157,7 +150,7 @@ class StreamWriter:
                 "end": {
                     "windows": self._windows,
                     "stacks": self._stacks,
-                    "sampling": sampling_dict(profile.sampling),
+                    "sampling": profile.sampling.to_dict(),
                 }
             }
         )

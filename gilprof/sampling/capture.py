@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -31,13 +31,13 @@ from gilprof.redact import redact_cmdline
 from gilprof.sampling.backends import Backend, SamplerSettings, WindowResult, get_backend
 from gilprof.sampling.discover import (
     ProcessInfo,
+    Selection,
     parse_rank_selection,
     resolve_ranks,
     resolve_target,
 )
 from gilprof.sampling.launch import LaunchedJob
 from gilprof.sampling.processes import python_version_of
-from gilprof.sampling.roles import RoleRules
 from gilprof.sampling.session import DEFAULT_WINDOW_S, SessionOptions, run_session, run_sessions
 
 # Below this, even a short profile may not fit: refuse before sampling rather than after.
@@ -67,18 +67,11 @@ def stop_on_signals(on_signal: Callable[[int], None] | None = None) -> Iterator[
 
 def make_target(info: ProcessInfo, keep_cmdline: bool) -> Target:
     return Target(
+        **info.placement(),
         pid=info.pid,
-        rank=info.rank,
-        rank_source=info.rank_source,
-        local_rank=info.local_rank,
-        world_size=info.world_size,
-        launcher=info.launcher,
-        launcher_pid=info.launcher_pid,
         hostname=socket.gethostname(),
         python=python_version_of(info.pid),
         cmdline=tuple(info.cmdline) if keep_cmdline else redact_cmdline(info.cmdline),
-        role=info.role,
-        role_source=info.role_source,
     )
 
 
@@ -142,10 +135,7 @@ class CaptureRequest:
     rank: int | None = None
     ranks: str | None = None
     job: int | None = None
-    match: str | None = None
-    parent_match: str | None = None
-    role: str | None = None
-    role_rules: RoleRules | None = None  # the recipe's
+    selection: Selection = field(default_factory=Selection)
     command: tuple[str, ...] = ()
     output: str | None = None
     wait_timeout: float = 60.0
@@ -220,25 +210,9 @@ def _capture_one(
     observer: CaptureObserver,
 ) -> Profile:
     if launched:
-        info = launched.wait_for_rank(
-            request.rank,
-            request.match,
-            request.wait_timeout,
-            stop,
-            request.parent_match,
-            request.role,
-            request.role_rules,
-        )
+        info = launched.wait_for_rank(request.rank, request.selection, request.wait_timeout, stop)
     else:
-        info = resolve_target(
-            pid=request.pid,
-            rank=request.rank,
-            job=request.job,
-            match=request.match,
-            parent_match=request.parent_match,
-            role=request.role,
-            rules=request.role_rules,
-        )
+        info = resolve_target(request.pid, request.rank, request.job, request.selection)
     path = request.output or default_output(info)
     check_output_writable(path)
     observer.sampling(f"pid {info.pid} rank {'?' if info.rank is None else info.rank}")
@@ -259,21 +233,16 @@ def _capture_one(
 
 def wait_for_ranks(
     launched: LaunchedJob | None,
-    selection: str,
+    ranks: str,
     job: int | None,
-    match: str | None,
-    parent_match: str | None,
+    selection: Selection,
     timeout: float,
     stop: threading.Event,
-    role: str | None = None,
-    rules: RoleRules | None = None,
 ) -> list[ProcessInfo]:
-    """The selected ranks; in launch mode, once all of them have started."""
+    """The ranks `ranks` names; in launch mode, once all of them have started."""
     if launched is None:
-        return resolve_ranks(
-            selection, job=job, match=match, parent_match=parent_match, role=role, rules=rules
-        )
-    wanted = parse_rank_selection(selection)
+        return resolve_ranks(ranks, job, selection)
+    wanted = parse_rank_selection(ranks)
     deadline = time.monotonic() + timeout
     last = "no ranks started yet"
     while time.monotonic() < deadline and not stop.is_set():
@@ -283,14 +252,7 @@ def wait_for_ranks(
                 "could be sampled"
             )
         try:
-            infos = resolve_ranks(
-                selection,
-                job=launched.pid,
-                match=match,
-                parent_match=parent_match,
-                role=role,
-                rules=rules,
-            )
+            infos = resolve_ranks(ranks, launched.pid, selection)
             sizes = {i.world_size for i in infos if i.world_size}
             expected = wanted if wanted is not None else set(range(max(sizes))) if sizes else None
             if expected is None or expected <= {i.rank for i in infos}:
@@ -312,15 +274,7 @@ def _capture_ranks(
 ) -> list[Profile]:
     assert request.ranks is not None
     infos = wait_for_ranks(
-        launched,
-        request.ranks,
-        request.job,
-        request.match,
-        request.parent_match,
-        request.wait_timeout,
-        stop,
-        request.role,
-        request.role_rules,
+        launched, request.ranks, request.job, request.selection, request.wait_timeout, stop
     )
     folder = request.output or f"gilprof-{datetime.now():%Y%m%d-%H%M%S}"
     if os.path.exists(folder) and not os.path.isdir(folder):

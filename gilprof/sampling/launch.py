@@ -8,9 +8,8 @@ import time
 from collections.abc import Sequence
 
 from gilprof.errors import TargetError, UsageError
-from gilprof.sampling.discover import ProcessInfo, resolve_target
+from gilprof.sampling.discover import ProcessInfo, Selection, resolve_target
 from gilprof.sampling.processes import Child
-from gilprof.sampling.roles import RoleRules
 
 
 class LaunchedJob:
@@ -43,12 +42,9 @@ class LaunchedJob:
     def wait_for_rank(
         self,
         rank: int | None,
-        match: str | None,
+        selection: Selection,
         timeout: float,
         stop: threading.Event,
-        parent_match: str | None = None,
-        role: str | None = None,
-        rules: RoleRules | None = None,
     ) -> ProcessInfo:
         deadline = time.monotonic() + timeout
         last_error = "no Python process started yet"
@@ -61,14 +57,7 @@ class LaunchedJob:
                     f"rank {rank if rank is not None else 0} could be sampled"
                 )
             try:
-                return resolve_target(
-                    pid=self.pid,
-                    rank=rank,
-                    match=match,
-                    parent_match=parent_match,
-                    role=role,
-                    rules=rules,
-                )
+                return resolve_target(pid=self.pid, rank=rank, selection=selection)
             except TargetError as exc:
                 last_error = str(exc)
             stop.wait(0.1)

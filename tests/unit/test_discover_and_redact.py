@@ -9,7 +9,13 @@ import pytest
 
 from gilprof.errors import TargetError
 from gilprof.redact import REDACTED, redact_cmdline
-from gilprof.sampling.discover import KEPT_VARIABLES, RANK_VARIABLES, own_pids, resolve_target
+from gilprof.sampling.discover import (
+    KEPT_VARIABLES,
+    RANK_VARIABLES,
+    Selection,
+    own_pids,
+    resolve_target,
+)
 from gilprof.sampling.discover.identify import _first_int
 from gilprof.sampling.processes import child_process
 
@@ -64,13 +70,13 @@ def test_resolve_a_python_child_and_keep_only_rank_and_role_variables():
     env = {**os.environ, "PMI_RANK": "3", "GILPROF_ROLE": "Generation", "SECRET_TOKEN": "x"}
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
     try:
-        info = resolve_target(pid=child.pid, role="gen")
+        info = resolve_target(pid=child.pid, selection=Selection(role="gen"))
         assert (info.pid, info.rank, info.rank_source) == (child.pid, 3, "PMI_RANK")
         assert (info.role, info.role_source) == ("gen", "GILPROF_ROLE")
         assert info.rank_env == {"PMI_RANK": "3", "GILPROF_ROLE": "Generation"}
         assert set(info.rank_env) <= KEPT_VARIABLES
         with pytest.raises(TargetError, match=r"no Python process of role ctx .*roles seen: gen"):
-            resolve_target(pid=child.pid, role="ctx")
+            resolve_target(pid=child.pid, selection=Selection(role="ctx"))
     finally:
         child.kill()
         child.wait()

@@ -205,13 +205,14 @@ def _attach_request(monkeypatch, args: list[str]):
 
 
 def test_attach_takes_role_and_role_rules_from_the_recipe(monkeypatch):
-    request = _attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen", "-d", "1"])
-    assert request.role == "GEN" and request.rank == 0
+    selection = _attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen", "-d", "1"]).selection
+    assert selection.role == "GEN"
+    assert _attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen"]).rank == 0
     # with a role, the recipe's parent_match tells the role; it no longer filters
-    assert request.parent_match is None
-    assert request.role_rules.parent_match == r"start_worker\.sh .*GEN"
+    assert selection.parent_match is None
+    assert selection.rules.parent_match == r"start_worker\.sh .*GEN"
     request = _attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen", "--role", "ctx"])
-    assert request.role == "ctx"
-    request = _attach_request(monkeypatch, ["--recipe", "torchrun"])  # no role: a filter
-    assert request.role is None and request.parent_match and request.role_rules is None
-    assert _attach_request(monkeypatch, ["--role", "gen", "--ranks", "all"]).role == "gen"
+    assert request.selection.role == "ctx"
+    selection = _attach_request(monkeypatch, ["--recipe", "torchrun"]).selection  # a filter
+    assert selection.role is None and selection.parent_match and selection.rules is None
+    assert _attach_request(monkeypatch, ["--role", "gen", "--ranks", "all"]).selection.role == "gen"

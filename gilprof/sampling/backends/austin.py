@@ -51,33 +51,28 @@ import re
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import psutil
 
-from gilprof.errors import PermissionDenied, SamplerError, UsageError
+from gilprof.errors import SamplerError, UsageError
 from gilprof.model import Frame, Mode, Sample, ThreadState
 from gilprof.sampling.backends.base import (
     Backend,
-    NotReady,
     SamplerSettings,
     WindowResult,
-    run_window,
+    drive,
     sampler_process,
+    start_failure,
 )
 from gilprof.sampling.processes import INSTALL_HINTS, find_binary
 
 SUPPORTED = ((3, 0, 0), (4, 0, 0))  # [min, max): the output format this module parses
 INSTALL_HINT = INSTALL_HINTS["austin"]
 GIL_MODE_ERROR = "austin cannot sample GIL state; use --mode wall or cpu, or --backend py-spy"
-PERMISSION_HINT = (
-    "austin may not read the target's memory (ptrace is not permitted). Fix one of: run gilprof "
-    "as the target's user or as root; in a container add the SYS_PTRACE capability "
-    "(docker run --cap-add SYS_PTRACE); lower kernel.yama.ptrace_scope to 0; or start the job "
-    "under `gilprof exec`, which samples its own child"
-)
+# What austin prints when the target is gone or not (yet) a Python process it can read.
+_NOT_READY = ("not a python", "doesn't seem to be a python", "cannot attach", "no such process")
 
 _VERSION = re.compile(r"austin (\d+)\.(\d+)(?:\.(\d+))?")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -356,31 +351,30 @@ class AustinBackend(Backend):
     def _drive(
         self, proc: subprocess.Popen[bytes], pid: int, seconds: float | None, stop: threading.Event
     ) -> tuple[WindowResult, str]:
-        lines: list[str] = []
-        started = threading.Event()
-        start_time = [0.0]
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for raw in iter(proc.stdout.readline, b""):
-                text = clean_text(raw.decode("utf-8", "replace")).rstrip()
-                if _STARTED in text and not started.is_set():
-                    start_time[0] = time.monotonic()
-                    started.set()
-                lines.append(text)
-
-        reader = threading.Thread(target=pump, name="gilprof-austin-reader", daemon=True)
-        reader.start()
-        end_time, interrupted = run_window(proc, started, start_time, seconds, stop)
-        reader.join(timeout=5)
-        log = "\n".join(lines)
-        if not started.is_set():
-            self._raise_for_start_failure(pid, log, interrupted)
-        stopped_itself = end_time is None
-        if end_time is None:
-            end_time = time.monotonic()
-        window = WindowResult(t0=start_time[0], t1=end_time, interrupted=interrupted)
-        if stopped_itself:
+        run = drive(
+            proc,
+            lambda line: _STARTED in line,
+            seconds,
+            stop,
+            clean=lambda line: clean_text(line).strip(),
+        )
+        log = run.text
+        if not run.started:
+            lowered = log.lower()
+            if "glibc" in lowered and not run.interrupted:
+                raise SamplerError(
+                    f"austin does not start on this system's glibc: {last_message(log)}; "
+                    + INSTALL_HINT
+                )
+            raise start_failure(
+                "austin",
+                last_message(log),
+                interrupted=run.interrupted,
+                denied="insufficient permissions" in lowered or not may_read_memory(pid),
+                not_ready=any(phrase in lowered for phrase in _NOT_READY),
+            )
+        window = WindowResult(t0=run.t0, t1=run.t1, interrupted=run.interrupted)
+        if run.stopped_itself:
             window.target_exited = not _alive(pid)
             if not window.target_exited:
                 window.messages.append(
@@ -415,26 +409,6 @@ class AustinBackend(Backend):
             window.sampler_samples = parsed.lines
         if parsed.skipped:
             window.messages.append(f"austin output: {parsed.skipped} unreadable lines skipped")
-
-    @staticmethod
-    def _raise_for_start_failure(pid: int, log: str, interrupted: bool) -> None:
-        if interrupted:
-            raise NotReady("interrupted before sampling started")
-        lowered = clean_text(log).lower()
-        if "glibc" in lowered:
-            raise SamplerError(
-                f"austin does not start on this system's glibc: {last_message(log)}; {INSTALL_HINT}"
-            )
-        if "insufficient permissions" in lowered or not may_read_memory(pid):
-            raise PermissionDenied(PERMISSION_HINT)
-        if (
-            "not a python" in lowered
-            or "doesn't seem to be a python" in lowered
-            or "cannot attach" in lowered
-            or "no such process" in lowered
-        ):
-            raise NotReady(last_message(log))
-        raise SamplerError("austin failed: " + last_message(log))
 
 
 def _alive(pid: int) -> bool:

@@ -8,16 +8,18 @@ statistics of `compare` need (samples close in time are correlated; windows are 
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from gilprof.errors import PermissionDenied, SamplerError
 from gilprof.model import Mode, Sample
 from gilprof.sampling.processes import child_process
 
@@ -72,6 +74,31 @@ class WindowResult:
 
 class NotReady(Exception):
     """The sampler could not read the interpreter yet (too young, or not Python)."""
+
+
+def permission_hint(sampler: str) -> str:
+    return (
+        f"{sampler} may not read the target's memory (ptrace is not permitted). Fix one of: run "
+        "gilprof as the target's user or as root; in a container add the SYS_PTRACE capability "
+        "(docker run --cap-add SYS_PTRACE); lower kernel.yama.ptrace_scope to 0 "
+        "(sysctl kernel.yama.ptrace_scope=0); or start the job under `gilprof exec`, which "
+        "samples its own child"
+    )
+
+
+def start_failure(
+    sampler: str, message: str, *, interrupted: bool, denied: bool, not_ready: bool
+) -> Exception:
+    """Why a sampler exited before its first sample, as the error the session acts on:
+    NotReady (interrupted, or a target it cannot read yet: the session tries again),
+    PermissionDenied (no ptrace: the user must act), or SamplerError."""
+    if interrupted:
+        return NotReady("interrupted before sampling started")
+    if denied:
+        return PermissionDenied(permission_hint(sampler))
+    if not_ready:
+        return NotReady(message)
+    return SamplerError(f"{sampler} failed: {message}")
 
 
 def realtime_refusal() -> str | None:
@@ -147,19 +174,56 @@ def sampler_process(
         yield child.proc, scheduling_of(child.pid, reason)
 
 
-def run_window(
+@dataclass
+class SamplerRun:
+    """One sampler process's run, as drive() saw it."""
+
+    lines: list[str]  # its output, a line each (progress-bar updates split at \r), blank ones too
+    started: bool  # it printed the line that says it has found the interpreter
+    t0: float  # monotonic clock, when it printed that line
+    t1: float  # when it was ended, or when it exited by itself
+    interrupted: bool  # `stop` ended it
+    stopped_itself: bool  # it exited before `seconds` or `stop` ended it
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def drive(
     proc: subprocess.Popen[bytes],
-    started: threading.Event,
-    start_time: list[float],
+    is_start: Callable[[str], bool],
     seconds: float | None,
     stop: threading.Event,
-) -> tuple[float | None, bool]:
-    """Let a sampler process run for `seconds` after it `started`, or until `stop` is set.
+    clean: Callable[[str], str] = str.strip,
+) -> SamplerRun:
+    """Let a sampler process run for `seconds` after the output line for which `is_start`
+    holds, or until `stop` is set, collecting its output (stdout with stderr merged in).
 
     Both samplers write their output when they receive SIGINT, so the window is ended that
-    way. Returns (when it was ended, or None if the sampler stopped by itself; whether
-    `stop` ended it).
+    way.
     """
+    lines: list[str] = []
+    started = threading.Event()
+    start_time = [0.0]
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        buffer = b""
+        for chunk in iter(lambda: proc.stdout.read1(4096), b""):  # type: ignore[attr-defined,union-attr]
+            buffer += chunk
+            *complete, buffer = re.split(rb"[\r\n]", buffer)
+            for raw in complete:
+                text = clean(raw.decode("utf-8", "replace"))
+                if text and is_start(text) and not started.is_set():
+                    start_time[0] = time.monotonic()
+                    started.set()
+                lines.append(text)  # blank ones too: austin separates its messages by them
+        if buffer.strip():
+            lines.append(clean(buffer.decode("utf-8", "replace")))
+
+    reader = threading.Thread(target=pump, name="gilprof-sampler-output", daemon=True)
+    reader.start()
     end_time: float | None = None
     interrupted = False
     while proc.poll() is None:
@@ -178,7 +242,15 @@ def run_window(
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    return end_time, interrupted
+    reader.join(timeout=5)
+    return SamplerRun(
+        lines=lines,
+        started=started.is_set(),
+        t0=start_time[0],
+        t1=time.monotonic() if end_time is None else end_time,
+        interrupted=interrupted,
+        stopped_itself=end_time is None,
+    )
 
 
 class Backend(ABC):

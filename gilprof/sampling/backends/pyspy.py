@@ -30,19 +30,18 @@ import re
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 
-from gilprof.errors import PermissionDenied, SamplerError
+from gilprof.errors import SamplerError
 from gilprof.model import Frame, Mode, Sample, ThreadState
 from gilprof.sampling.backends.base import (
     Backend,
-    NotReady,
     SamplerSettings,
     WindowResult,
-    run_window,
+    drive,
     sampler_process,
+    start_failure,
 )
 from gilprof.sampling.processes import find_binary
 
@@ -53,12 +52,12 @@ _THREAD_PREFIX = re.compile(
 _VERSION = re.compile(r"py-spy (\d+)\.(\d+)\.(\d+)")
 _SUMMARY = re.compile(r"Samples: (\d+) Errors: (\d+)")
 
-PERMISSION_HINT = (
-    "py-spy may not read the target's memory (ptrace is not permitted). Fix one of: run gilprof as "
-    "the target's user or as root; in a container add the SYS_PTRACE capability "
-    "(docker run --cap-add SYS_PTRACE); lower kernel.yama.ptrace_scope to 0 "
-    "(sysctl kernel.yama.ptrace_scope=0); or start the job under `gilprof exec`, which samples "
-    "its own child"
+# What py-spy prints when the target is gone or not (yet) a Python process it can read.
+_NOT_READY = (
+    "failed to find python version",
+    "failed to get process",
+    "no such file",
+    "no such process",
 )
 
 
@@ -273,40 +272,20 @@ class PySpyBackend(Backend):
     ) -> WindowResult:
         """Run one window; `timed`: py-spy ends it itself after `seconds` (--duration), and
         its ticks are exact unless it had to be stopped first."""
-        lines: list[str] = []
-        started = threading.Event()
-        start_time = [0.0]
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            buffer = b""
-            for chunk in iter(lambda: proc.stdout.read1(4096), b""):  # type: ignore[attr-defined,union-attr]
-                buffer += chunk
-                *complete, buffer = re.split(rb"[\r\n]", buffer)
-                for raw in complete:
-                    text = raw.decode("utf-8", "replace").strip()
-                    if not text:
-                        continue
-                    if "Sampling process" in text and not started.is_set():
-                        start_time[0] = time.monotonic()
-                        started.set()
-                    lines.append(text)
-            if buffer.strip():
-                lines.append(buffer.decode("utf-8", "replace").strip())
-
-        reader = threading.Thread(target=pump, name="gilprof-pyspy-reader", daemon=True)
-        reader.start()
         # A --duration window is ended by py-spy; SIGINT only if it overruns by far.
         deadline = seconds + max(5.0, seconds) if timed and seconds is not None else seconds
-        end_time, interrupted = run_window(proc, started, start_time, deadline, stop)
-        stopped_by_us = end_time is not None
-        if end_time is None:
-            end_time = time.monotonic()
-        reader.join(timeout=5)
-        text_out = "\n".join(lines)
-        if not started.is_set():
-            self._raise_for_start_failure(text_out, interrupted)
-        result = WindowResult(t0=start_time[0], t1=end_time, interrupted=interrupted)
+        run = drive(proc, lambda line: "Sampling process" in line, deadline, stop)
+        text_out = run.text
+        if not run.started:
+            lowered = text_out.lower()
+            raise start_failure(
+                "py-spy",
+                _last_error(text_out),
+                interrupted=run.interrupted,
+                denied="permission denied" in lowered or "operation not permitted" in lowered,
+                not_ready=any(phrase in lowered for phrase in _NOT_READY),
+            )
+        result = WindowResult(t0=run.t0, t1=run.t1, interrupted=run.interrupted)
         result.target_exited = "process exited" in text_out or "process ended" in text_out
         summary = _SUMMARY.search(text_out)
         if summary:
@@ -314,7 +293,7 @@ class PySpyBackend(Backend):
             result.errors = int(summary.group(2))
         result.ticks_exact = (
             timed
-            and not stopped_by_us
+            and run.stopped_itself
             and not result.target_exited
             and summary is not None
             and proc.returncode == 0
@@ -348,22 +327,6 @@ class PySpyBackend(Backend):
             key = replace(sample, count=1)
             counts[key] = counts.get(key, 0) + sample.count
         result.samples = [replace(s, count=c) for s, c in counts.items()]
-
-    @staticmethod
-    def _raise_for_start_failure(text: str, interrupted: bool) -> None:
-        if interrupted:
-            raise NotReady("interrupted before sampling started")
-        lowered = text.lower()
-        if "permission denied" in lowered or "operation not permitted" in lowered:
-            raise PermissionDenied(PERMISSION_HINT)
-        if (
-            "failed to find python version" in lowered
-            or "failed to get process" in lowered
-            or "no such file" in lowered
-            or "no such process" in lowered
-        ):
-            raise NotReady(_last_error(text))
-        raise SamplerError("py-spy failed: " + _last_error(text))
 
 
 def _last_error(text: str) -> str:

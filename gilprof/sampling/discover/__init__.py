@@ -27,7 +27,12 @@ from gilprof.sampling.discover.identify import (
     rank_from_environment,
     role_of,
 )
-from gilprof.sampling.discover.select import parse_rank_selection, resolve_ranks, resolve_target
+from gilprof.sampling.discover.select import (
+    Selection,
+    parse_rank_selection,
+    resolve_ranks,
+    resolve_target,
+)
 
 __all__ = [
     "EXEC_PARENT_VARIABLE",
@@ -38,6 +43,7 @@ __all__ = [
     "SIZE_VARIABLES",
     "ProcessInfo",
     "RankIdentity",
+    "Selection",
     "describe",
     "is_exec_parent",
     "is_launcher",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from gilprof.errors import PermissionDenied, TargetError
+from gilprof.model import Placement
 from gilprof.sampling.processes import started_pids
 from gilprof.sampling.roles import (
     ROLE_VARIABLES,
@@ -82,21 +83,13 @@ _PY_LAUNCHER_MODULES = re.compile(r"(^|/)torchrun$|torch\.distributed\.(run|laun
 _PYTHON_EXE = re.compile(r"^(python|pypy)[0-9.]*[dmu]*$")
 
 
-@dataclass(frozen=True)
-class ProcessInfo:
+@dataclass(frozen=True, kw_only=True)
+class ProcessInfo(Placement):
     pid: int
     ppid: int
     name: str
     cmdline: tuple[str, ...]
     is_python: bool
-    rank: int | None = None
-    rank_source: str | None = None
-    local_rank: int | None = None
-    world_size: int | None = None
-    role: str | None = None
-    role_source: str | None = None
-    launcher: str | None = None
-    launcher_pid: int | None = None
     threads: int = 0
     rank_env: dict[str, str] = field(default_factory=dict)
 

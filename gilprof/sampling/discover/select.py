@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 import psutil
 
@@ -28,6 +29,35 @@ def _list_candidates(cands: list[ProcessInfo]) -> str:
         f"({c.short_cmdline})"
         for c in cands[:8]
     ) + (f"; and {len(cands) - 8} more" if len(cands) > 8 else "")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What narrows the candidates besides PID and rank: --match (a regular expression on the
+    command line), --parent-match (on an ancestor's), --role, and the recipe's role rules
+    (how a role is told)."""
+
+    match: str | None = None
+    parent_match: str | None = None
+    role: str | None = None
+    rules: RoleRules | None = None
+
+    def patterns(self) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+        """The compiled --match and --parent-match; a bad expression is a usage error."""
+        try:
+            return (
+                re.compile(self.match) if self.match else None,
+                re.compile(self.parent_match) if self.parent_match else None,
+            )
+        except re.error as exc:
+            raise UsageError(f"bad regular expression: {exc}") from None
+
+    def narrow(self, cands: list[ProcessInfo], where: str) -> list[ProcessInfo]:
+        """The candidates under a matching ancestor and of the wanted role."""
+        _, parent_pattern = self.patterns()
+        if parent_pattern is not None:
+            cands = [c for c in cands if _ancestors_match(c.pid, parent_pattern)]
+        return _with_role(cands, self.role, where)
 
 
 def _with_role(cands: list[ProcessInfo], role: str | None, where: str) -> list[ProcessInfo]:
@@ -68,27 +98,16 @@ def parse_rank_selection(text: str) -> set[int] | None:
 
 
 def resolve_ranks(
-    selection: str,
-    job: int | None = None,
-    match: str | None = None,
-    parent_match: str | None = None,
-    role: str | None = None,
-    rules: RoleRules | None = None,
+    ranks: str, job: int | None = None, selection: Selection = Selection()
 ) -> list[ProcessInfo]:
-    """Every local Python rank of one job that `selection` names (see parse_rank_selection)."""
-    wanted = parse_rank_selection(selection)
-    try:
-        pattern = re.compile(match) if match else None
-        parent_pattern = re.compile(parent_match) if parent_match else None
-    except re.error as exc:
-        raise UsageError(f"bad regular expression: {exc}") from None
-    cands = job_processes(job, rules)
+    """Every local Python rank of one job that `ranks` names (see parse_rank_selection)."""
+    wanted = parse_rank_selection(ranks)
+    pattern, _ = selection.patterns()
+    cands = job_processes(job, selection.rules)
     if pattern is not None:
         cands = [c for c in cands if pattern.search(" ".join(c.cmdline))]
-    if parent_pattern is not None:
-        cands = [c for c in cands if _ancestors_match(c.pid, parent_pattern)]
     where = f"job {job}" if job is not None else "this host"
-    cands = _with_role(cands, role, where)
+    cands = selection.narrow(cands, where)
     launchers = {c.launcher_pid for c in cands}
     if job is None and len(launchers) > 1:
         raise TargetError(
@@ -123,43 +142,32 @@ def resolve_target(
     pid: int | None = None,
     rank: int | None = None,
     job: int | None = None,
-    match: str | None = None,
-    parent_match: str | None = None,
-    role: str | None = None,
-    rules: RoleRules | None = None,
+    selection: Selection = Selection(),
 ) -> ProcessInfo:
     """Choose exactly one Python process, or explain why none or several qualify.
 
-    `parent_match` keeps candidates with an ancestor whose command line matches; `role`
-    keeps those of that role (see gilprof.sampling.roles; `rules` are the recipe's).
+    With `pid`, that process, or if it is a launcher or a wrapper its Python descendants;
+    else the ranks of `job` (or of every job on this host). See Selection for the rest.
     """
-    try:
-        pattern = re.compile(match) if match else None
-        parent_pattern = re.compile(parent_match) if parent_match else None
-    except re.error as exc:
-        raise UsageError(f"bad regular expression: {exc}") from None
+    pattern, _ = selection.patterns()
     if pid is not None:
         proc = _process(pid)
         if pid == os.getpid():
             raise TargetError(f"PID {pid} is this gilprof process; give the PID of the target")
         if is_python(proc) and not is_launcher(proc) and not is_exec_parent(proc):
-            return _with_role([describe(proc, rules)], role, f"PID {pid}")[0]
+            return _with_role([describe(proc, selection.rules)], selection.role, f"PID {pid}")[0]
         name = proc.name()
-        children = [describe(p, rules) for p in python_candidates(_descendants(pid))]
-        if parent_pattern is not None:
-            children = [c for c in children if _ancestors_match(c.pid, parent_pattern)]
+        where = f"PID {pid} ({name})"
+        children = [describe(p, selection.rules) for p in python_candidates(_descendants(pid))]
+        children = selection.narrow(children, where) if children else children
         if not children:
             raise TargetError(
                 f"PID {pid} ({name}) is not a Python process and has no Python "
                 "descendants other than gilprof itself"
             )
-        where = f"PID {pid} ({name})"
-        return _choose(_with_role(children, role, where), rank, pattern, where, default_rank=True)
-    cands = job_processes(job, rules)
+        return _choose(children, rank, pattern, where, default_rank=True)
     where = f"job {job}" if job is not None else "this host"
-    if parent_pattern is not None:
-        cands = [c for c in cands if _ancestors_match(c.pid, parent_pattern)]
-    cands = _with_role(cands, role, where)
+    cands = selection.narrow(job_processes(job, selection.rules), where)
     if not cands:
         raise TargetError(
             f"no Python ranks of a distributed job found on {where}; "
