@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gilprof.cli._options import options, skip_warmup_option, steps_rank_option
+from gilprof.cli._options import options
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,8 +44,6 @@ budget_options = options(
     click.option(
         "--steps", "steps_log", type=click.Path(), help="Iteration log for --max-host-step-p50."
     ),
-    steps_rank_option,
-    skip_warmup_option,
     click.option(
         "--max-host-step-p50",
         type=click.FloatRange(min=0),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -68,52 +69,67 @@ class SamplingChoice:
         return SamplerSettings.for_mode(Mode(self.mode), self.rate, self.native, self.blocking)
 
 
-_SAMPLING_NAMES = ("rate", "mode", "native", "blocking", "window")
+def packed(into: str, make: type, *decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Options that the command receives as one object, `into=make(**their values)`; a
+    `given` field of `make`, if it has one, gets the names of those the user set."""
+
+    def probe() -> None: ...
+
+    for decorator in decorators:
+        decorator(probe)  # type: ignore[arg-type]
+    names = [param.name for param in getattr(probe, "__click_params__", ()) if param.name]
+    wants_given = "given" in {f.name for f in dataclasses.fields(make)}
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def with_object(*args: Any, **kwargs: Any) -> Any:
+            values = {name: kwargs.pop(name) for name in names}
+            if wants_given:
+                ctx = click.get_current_context()
+                values["given"] = frozenset(name for name in names if given(ctx, name))
+            return func(*args, **{into: make(**values)}, **kwargs)
+
+        return options(*decorators)(cast(F, with_object))
+
+    return decorate
 
 
-def sampling_options(func: F) -> F:
-    """-r/--rate, --mode, --native, --blocking, --window: how a sampler samples. The command
-    receives them as one `sampling: SamplingChoice`."""
-
-    @functools.wraps(func)
-    def with_choice(*args: Any, **kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name in _SAMPLING_NAMES}
-        ctx = click.get_current_context()
-        chosen = frozenset(name for name in _SAMPLING_NAMES if given(ctx, name))
-        return func(*args, sampling=SamplingChoice(**values, given=chosen), **kwargs)
-
-    return options(
-        click.option(
-            "-r",
-            "--rate",
-            type=click.IntRange(1, 10000),
-            default=100,
-            show_default=True,
-            help="Samples per second.",
-        ),
-        click.option(
-            "--mode",
-            type=click.Choice([m.value for m in Mode]),
-            default="gil",
-            show_default=True,
-            help=MODE_HELP,
-        ),
-        click.option(
-            "--native", is_flag=True, help="Include native (C/C++) frames; implies --blocking."
-        ),
-        click.option(
-            "--blocking",
-            is_flag=True,
-            help="Pause the target at each sample (more exact, much slower targets).",
-        ),
-        click.option(
-            "--window",
-            type=click.FloatRange(min=0.2),
-            default=DEFAULT_WINDOW_S,
-            show_default=True,
-            help="Seconds per sampling window (the unit of time for confidence intervals).",
-        ),
-    )(cast(F, with_choice))
+sampling_options = packed(
+    "sampling",
+    SamplingChoice,
+    click.option(
+        "-r",
+        "--rate",
+        type=click.IntRange(1, 10000),
+        default=100,
+        show_default=True,
+        help="Samples per second.",
+    ),
+    click.option(
+        "--mode",
+        type=click.Choice([m.value for m in Mode]),
+        default="gil",
+        show_default=True,
+        help=MODE_HELP,
+    ),
+    click.option(
+        "--native", is_flag=True, help="Include native (C/C++) frames; implies --blocking."
+    ),
+    click.option(
+        "--blocking",
+        is_flag=True,
+        help="Pause the target at each sample (more exact, much slower targets).",
+    ),
+    click.option(
+        "--window",
+        type=click.FloatRange(min=0.2),
+        default=DEFAULT_WINDOW_S,
+        show_default=True,
+        help="Seconds per sampling window (the unit of time for confidence intervals).",
+    ),
+)
+"""-r/--rate, --mode, --native, --blocking, --window: how a sampler samples, given to the
+command as `sampling: SamplingChoice`."""
 
 
 def format_option(

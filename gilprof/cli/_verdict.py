@@ -3,84 +3,68 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import click
 
 from gilprof.analysis.verdict import Verdict, verdict
+from gilprof.cli._options import packed, skip_warmup_option, steps_rank_option
 from gilprof.profile import Profile
 from gilprof.recipes import Recipe
-from gilprof.steps import RankSteps, rank_steps
-
-F = TypeVar("F", bound=Callable[..., Any])
+from gilprof.steps import DEFAULT_SKIP_WARMUP, RankSteps, rank_steps
 
 
-def loop_options(func: F) -> F:
-    """--loop-thread REGEX and --device-wait FUNC (repeatable)."""
-    for option in reversed(
-        (
-            click.option(
-                "--loop-thread",
-                metavar="REGEX",
-                help="Thread that runs the step loop, for the host/device verdict "
-                "(default: the recipe's loop_thread, else the busiest thread running "
-                "a watched function).",
-            ),
-            click.option(
-                "--device-wait",
-                multiple=True,
-                metavar="FUNC",
-                help="Also count time in FUNC as waiting for the device (repeatable; "
-                "synchronize, Event.wait and Condition.wait always count).",
-            ),
+@dataclass(frozen=True)
+class VerdictChoice:
+    """--steps-rank, --skip-warmup, --loop-thread and --device-wait: which rank of an
+    iteration log to read, and how to find the step loop and its waits for the device."""
+
+    steps_rank: int | None = None
+    skip_warmup: int = DEFAULT_SKIP_WARMUP
+    loop_thread: str | None = None
+    device_wait: tuple[str, ...] = ()
+
+    def steps(self, log: str, profile: Profile) -> RankSteps:
+        """The step statistics in `log` of --steps-rank, else of the profile's rank, else 0."""
+        rank = self.steps_rank if self.steps_rank is not None else (profile.target.rank or 0)
+        return rank_steps(log, rank, self.skip_warmup)
+
+    def judge(
+        self, profile: Profile, steps: RankSteps, recipe: Recipe | None, watch: Sequence[str]
+    ) -> Verdict:
+        """The verdict for one profile and its rank's step statistics."""
+        spec = recipe.steps if recipe else None
+        return verdict(
+            profile,
+            steps.host_step_ms.p50,
+            steps.device_step_ms.p50 if steps.device_step_ms else None,
+            loop_thread=self.loop_thread,
+            recipe_loop_thread=spec.loop_thread if spec else None,
+            watch=watch,
+            device_wait=self.device_wait + (spec.device_wait if spec else ()),
         )
-    ):
-        func = option(func)
-    return func
 
 
-def judge(
-    profile: Profile,
-    steps: RankSteps,
-    *,
-    loop_thread: str | None,
-    device_wait: Sequence[str],
-    recipe: Recipe | None,
-    watch: Sequence[str],
-) -> Verdict:
-    """The verdict for one profile and its rank's step statistics."""
-    spec = recipe.steps if recipe else None
-    return verdict(
-        profile,
-        steps.host_step_ms.p50,
-        steps.device_step_ms.p50 if steps.device_step_ms else None,
-        loop_thread=loop_thread,
-        recipe_loop_thread=spec.loop_thread if spec else None,
-        watch=watch,
-        device_wait=tuple(device_wait) + (spec.device_wait if spec else ()),
-    )
-
-
-def verdict_from_log(
-    profile: Profile,
-    steps_log: str,
-    *,
-    steps_rank: int | None,
-    skip_warmup: int,
-    loop_thread: str | None,
-    device_wait: Sequence[str],
-    recipe: Recipe | None,
-    watch: Sequence[str],
-) -> Verdict:
-    """The verdict for a profile and the iteration log of its rank (the profile's, else 0)."""
-    rank = steps_rank if steps_rank is not None else (profile.target.rank or 0)
-    steps = rank_steps(steps_log, rank, skip_warmup)
-    return judge(
-        profile,
-        steps,
-        loop_thread=loop_thread,
-        device_wait=device_wait,
-        recipe=recipe,
-        watch=watch,
-    )
+verdict_options = packed(
+    "verdict",
+    VerdictChoice,
+    steps_rank_option,
+    skip_warmup_option,
+    click.option(
+        "--loop-thread",
+        metavar="REGEX",
+        help="Thread that runs the step loop, for the host/device verdict "
+        "(default: the recipe's loop_thread, else the busiest thread running "
+        "a watched function).",
+    ),
+    click.option(
+        "--device-wait",
+        multiple=True,
+        metavar="FUNC",
+        help="Also count time in FUNC as waiting for the device (repeatable; "
+        "synchronize, Event.wait and Condition.wait always count).",
+    ),
+)
+"""--steps-rank, --skip-warmup, --loop-thread, --device-wait, given to the command as
+`verdict: VerdictChoice`."""

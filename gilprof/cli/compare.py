@@ -10,19 +10,16 @@ from gilprof.cli._options import (
     all_frames_option,
     format_option,
     output_option,
-    skip_warmup_option,
-    steps_rank_option,
     top_option,
     watch_options,
 )
 from gilprof.cli._output import emit
 from gilprof.cli._recipe import recipe_option, watch_list
-from gilprof.cli._verdict import judge, loop_options
+from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import UsageError
 from gilprof.profile import Profile
 from gilprof.recipes import Recipe
 from gilprof.renderers import info
-from gilprof.steps import rank_steps
 
 
 @click.command("compare")
@@ -30,14 +27,12 @@ from gilprof.steps import rank_steps
 @click.argument("after", type=click.Path())
 @click.option("--steps-before", type=click.Path(), help="Iteration log of the before run.")
 @click.option("--steps-after", type=click.Path(), help="Iteration log of the after run.")
-@steps_rank_option
-@skip_warmup_option
+@verdict_options
 @click.option("--by-thread", is_flag=True, help="Compare functions per thread.")
 @watch_options
 @top_option(30)
 @all_frames_option
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
-@loop_options
 @format_option("compare", "table")
 @recipe_option
 @output_option
@@ -46,16 +41,13 @@ def command(
     after: str,
     steps_before: str | None,
     steps_after: str | None,
-    steps_rank: int | None,
-    skip_warmup: int,
+    verdict: VerdictChoice,
     by_thread: bool,
     watch: tuple[str, ...],
     no_default_watch: bool,
     top: int,
     all_frames: bool,
     confidence: float,
-    loop_thread: str | None,
-    device_wait: tuple[str, ...],
     fmt: str,
     recipe: Recipe | None,
     output: str | None,
@@ -81,9 +73,7 @@ def command(
     b, a = Profile.load(before), Profile.load(after)
     sb = sa = None
     if steps_before and steps_after:
-        rank = steps_rank if steps_rank is not None else (b.target.rank or 0)
-        sb = rank_steps(steps_before, rank, skip_warmup)
-        sa = rank_steps(steps_after, rank, skip_warmup)
+        sb, sa = verdict.steps(steps_before, b), verdict.steps(steps_after, b)
     watched = watch_list(recipe, watch, defaults=not no_default_watch)
     comparison = compare_profiles(
         b,
@@ -99,9 +89,6 @@ def command(
     verdicts: tuple[Verdict | None, Verdict | None] = (None, None)
     if sb is not None and sa is not None:
         verdicts = tuple(  # type: ignore[assignment]  # exactly two, one per side
-            judge(
-                p, s, loop_thread=loop_thread, device_wait=device_wait, recipe=recipe, watch=watched
-            )
-            for p, s in ((b, sb), (a, sa))
+            verdict.judge(p, s, recipe, watched) for p, s in ((b, sb), (a, sa))
         )
     emit("compare", fmt, output, comparison, profiles=(b, a), steps=(sb, sa), verdicts=verdicts)

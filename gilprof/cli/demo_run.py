@@ -19,7 +19,7 @@ from pathlib import Path
 from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.analysis.compare import Comparison, compare_profiles
 from gilprof.analysis.verdict import Verdict
-from gilprof.cli._verdict import judge
+from gilprof.cli._verdict import VerdictChoice
 from gilprof.errors import TargetError, UsageError
 from gilprof.model import Mode
 from gilprof.profile import Profile, write_text_atomic
@@ -165,11 +165,10 @@ def run_demo(
         by_thread=False,
         watch=watch,
     )
+    judge = VerdictChoice(skip_warmup=warmup_iterations).judge
     verdicts = (
-        judge(
-            before.profile, steps_b, loop_thread=None, device_wait=(), recipe=recipe, watch=watch
-        ),
-        judge(after.profile, steps_a, loop_thread=None, device_wait=(), recipe=recipe, watch=watch),
+        judge(before.profile, steps_b, recipe, watch),
+        judge(after.profile, steps_a, recipe, watch),
     )
     summary = demo_summary(
         comparison,

@@ -9,18 +9,17 @@ from gilprof.cli._budgets import budget_options
 from gilprof.cli._options import format_option
 from gilprof.cli._output import append_github_summary
 from gilprof.cli._recipe import recipe_option, watch_list
-from gilprof.cli._verdict import judge, loop_options
+from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import BudgetFailed
 from gilprof.profile import Profile, write_text_atomic
 from gilprof.recipes import Recipe, load_budget_file
 from gilprof.renderers import info, render
-from gilprof.steps import rank_steps
 
 
 @click.command("gate")
 @click.argument("profile", type=click.Path())
 @budget_options
-@loop_options
+@verdict_options
 @click.option(
     "--budget",
     "budget_file",
@@ -42,13 +41,10 @@ def command(
     min_share: float,
     max_utilization: float | None,
     steps_log: str | None,
-    steps_rank: int | None,
-    skip_warmup: int,
     max_host_step_p50: float | None,
     max_new_share: float,
     allow_missing: bool,
-    loop_thread: str | None,
-    device_wait: tuple[str, ...],
+    verdict: VerdictChoice,
     budget_file: str | None,
     recipe: Recipe | None,
     junit: str | None,
@@ -98,10 +94,7 @@ def command(
     if baseline is not None and budgets.max_regression is None:
         click.echo("gilprof: warning: --baseline is only used by --max-regression", err=True)
     loaded = Profile.load(profile)
-    steps = None
-    if steps_log:
-        rank = steps_rank if steps_rank is not None else (loaded.target.rank or 0)
-        steps = rank_steps(steps_log, rank, skip_warmup)
+    steps = verdict.steps(steps_log, loaded) if steps_log else None
     result = evaluate(
         loaded,
         budgets,
@@ -111,21 +104,13 @@ def command(
         allow_missing=allow_missing,
         max_new_share=max_new_share,
     )
-    verdict = None
+    judged = None
     if steps is not None:
-        watch = watch_list(recipe, tuple(budgets.max_share))
-        verdict = judge(
-            loaded,
-            steps,
-            loop_thread=loop_thread,
-            device_wait=device_wait,
-            recipe=recipe,
-            watch=watch,
-        )
-    click.echo(render("gate", fmt, result, verdict=verdict), nl=False)
+        judged = verdict.judge(loaded, steps, recipe, watch_list(recipe, tuple(budgets.max_share)))
+    click.echo(render("gate", fmt, result, verdict=judged), nl=False)
     if junit:
         write_text_atomic(junit, render("gate", "junit", result))
-    append_github_summary(render("gate", "markdown", result, verdict=verdict))
+    append_github_summary(render("gate", "markdown", result, verdict=judged))
     if not result.passed:
         names = ", ".join(r.name for r in result.failed)
         raise BudgetFailed(f"{len(result.failed)} of {len(result.results)} budgets failed: {names}")

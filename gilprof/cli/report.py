@@ -12,14 +12,12 @@ from gilprof.cli._options import (
     all_frames_option,
     format_option,
     output_option,
-    skip_warmup_option,
-    steps_rank_option,
     top_option,
     watch_options,
 )
 from gilprof.cli._output import emit
 from gilprof.cli._recipe import recipe_option, watch_list
-from gilprof.cli._verdict import loop_options, verdict_from_log
+from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import UsageError
 from gilprof.model import Mode
 from gilprof.profile import load_profiles
@@ -36,9 +34,7 @@ from gilprof.renderers.report import ReportData
 @click.option(
     "--steps", "steps_log", type=click.Path(), help="Iteration log: adds the host/device verdict."
 )
-@steps_rank_option
-@skip_warmup_option
-@loop_options
+@verdict_options
 @click.option("--by-thread", is_flag=True, help="Attribute functions per thread.")
 @click.option("--thread", "thread_pattern", help="Only threads whose name matches this regex.")
 @click.option("--lines", is_flag=True, help="Break functions down by line.")
@@ -56,10 +52,7 @@ def command(
     top: int,
     all_frames: bool,
     steps_log: str | None,
-    steps_rank: int | None,
-    skip_warmup: int,
-    loop_thread: str | None,
-    device_wait: tuple[str, ...],
+    verdict: VerdictChoice,
     by_thread: bool,
     thread_pattern: str | None,
     lines: bool,
@@ -111,18 +104,9 @@ def command(
             f"--contention needs a profile sampled with --mode contention; {profiles[0]} is "
             f"{loaded.sampling.mode} mode, which records who holds the GIL but not who waits"
         )
-    verdict = None
+    judged = None
     if steps_log:
-        verdict = verdict_from_log(
-            loaded,
-            steps_log,
-            steps_rank=steps_rank,
-            skip_warmup=skip_warmup,
-            loop_thread=loop_thread,
-            device_wait=device_wait,
-            recipe=recipe,
-            watch=watched,
-        )
+        judged = verdict.judge(loaded, verdict.steps(steps_log, loaded), recipe, watched)
     attribution = attribute(
         loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern, watch=watched
     )
@@ -133,7 +117,7 @@ def command(
         lines,
         analyze(loaded) if contention else None,
         notes,
-        verdict=verdict,
+        verdict=judged,
         top=top,
         all_frames=all_frames,
     )

@@ -18,22 +18,10 @@ from gilprof.recipes.loader import (
     parse_gate_budgets,
     parse_recipe,
 )
-from gilprof.recipes.model import (
-    SAMPLING_MODES,
-    STEP_PARSERS,
-    Recipe,
-    SamplingDefaults,
-    StepsSpec,
-    TargetSpec,
-    WatchedFunction,
-)
+from gilprof.recipes.model import Recipe, TargetSpec, WatchedFunction
 
 __all__ = [
-    "SAMPLING_MODES",
-    "STEP_PARSERS",
     "Recipe",
-    "SamplingDefaults",
-    "StepsSpec",
     "TargetSpec",
     "WatchedFunction",
     "builtin_names",

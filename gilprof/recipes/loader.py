@@ -27,10 +27,6 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from gilprof.recipes.model import (
-    _DOTTED_PATH_RE,
-    _FUNCTION_RE,
-    _IDENTIFIER_RE,
-    _NAME_RE,
     SAMPLING_MODES,
     STEP_PARSERS,
     Recipe,
@@ -39,6 +35,12 @@ from gilprof.recipes.model import (
     TargetSpec,
     WatchedFunction,
 )
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DOTTED_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+# py-spy reports qualnames on 3.11+, including nested ones like `f.<locals>.g`.
+FUNCTION_RE = re.compile(r"^[A-Za-z_<][A-Za-z0-9_<>.]*$")
 
 
 def _show(value: Any) -> str:
@@ -177,7 +179,7 @@ def _target(check: _Checker, raw: Any) -> TargetSpec:
         role=check.string(data["role"], "target.role") if "role" in data else None,
         match=check.regex(data["match"], "target.match") if "match" in data else None,
         role_env=check.pattern(
-            data["role_env"], "target.role_env", _IDENTIFIER_RE, "an environment variable name"
+            data["role_env"], "target.role_env", IDENTIFIER_RE, "an environment variable name"
         )
         if "role_env" in data
         else None,
@@ -215,7 +217,7 @@ def _watch(check: _Checker, raw: Any) -> tuple[WatchedFunction, ...]:
         if "why" not in data:
             raise check.fail(f"{key}.why", "missing; expected a note on why it is hot")
         function = check.pattern(
-            data["function"], f"{key}.function", _FUNCTION_RE, "a function name or qualname"
+            data["function"], f"{key}.function", FUNCTION_RE, "a function name or qualname"
         )
         file = None
         if "file" in data:
@@ -225,7 +227,7 @@ def _watch(check: _Checker, raw: Any) -> tuple[WatchedFunction, ...]:
         fix = None
         if "fix" in data:
             fix = check.pattern(
-                data["fix"], f"{key}.fix", _DOTTED_PATH_RE, "a dotted path like pkg.module.func"
+                data["fix"], f"{key}.fix", DOTTED_PATH_RE, "a dotted path like pkg.module.func"
             )
         identity = (function, file)
         if identity in seen:
@@ -248,7 +250,7 @@ def _steps(check: _Checker, raw: Any) -> StepsSpec:
         ),
         device_wait=(
             check.string_list(
-                data["device_wait"], "steps.device_wait", _FUNCTION_RE, "a function name"
+                data["device_wait"], "steps.device_wait", FUNCTION_RE, "a function name"
             )
             if "device_wait" in data
             else ()
@@ -265,7 +267,7 @@ def _gate(check: _Checker, raw: Any) -> GateBudgets:
             raise check.expected("gate.max_share", "a table of function = percent", table)
         for function, percent in table.items():
             key = f"gate.max_share.{function}"
-            if not _FUNCTION_RE.match(function):
+            if not FUNCTION_RE.match(function):
                 raise check.expected(key, "a function name or qualname as the key", function)
             shares[function] = check.number(percent, key, at_least=0, at_most=100)
     return GateBudgets(
@@ -315,7 +317,7 @@ def parse_recipe(text: str, label: str) -> Recipe:
         if required not in document:
             raise check.fail(required, "missing; expected a non-empty string")
     name = check.pattern(
-        document["name"], "name", _NAME_RE, "a lowercase name of letters, digits, '.', '_', '-'"
+        document["name"], "name", NAME_RE, "a lowercase name of letters, digits, '.', '_', '-'"
     )
     return Recipe(
         name=name,
@@ -328,7 +330,7 @@ def parse_recipe(text: str, label: str) -> Recipe:
         steps=_steps(check, document["steps"]) if "steps" in document else None,
         gate=_gate(check, document["gate"]) if "gate" in document else GateBudgets(),
         lint_getters=check.string_list(
-            document.get("lint_getters", []), "lint_getters", _IDENTIFIER_RE, "a getter name"
+            document.get("lint_getters", []), "lint_getters", IDENTIFIER_RE, "a getter name"
         ),
         source=label,
         text=text,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,12 +25,6 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 SAMPLING_MODES = tuple(m.value for m in Mode)
 STEP_PARSERS = ("trtllm", "jsonl")
-
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DOTTED_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-# py-spy reports qualnames on 3.11+, including nested ones like `f.<locals>.g`.
-_FUNCTION_RE = re.compile(r"^[A-Za-z_<][A-Za-z0-9_<>.]*$")
 
 
 @dataclass(frozen=True)

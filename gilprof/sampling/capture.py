@@ -175,10 +175,8 @@ def capture(request: CaptureRequest, observer: CaptureObserver) -> CaptureResult
         if launched:
             jobs.append(launched)
         try:
-            if request.ranks is not None:
-                profiles = _capture_ranks(request, launched, sampler, options, stop, observer)
-            else:
-                profiles = [_capture_one(request, launched, sampler, options, stop, observer)]
+            run = _Run(request, launched, sampler, options, stop, observer)
+            profiles = _capture_ranks(run) if request.ranks is not None else [_capture_one(run)]
         except GilprofError:
             if launched:
                 launched.shutdown()
@@ -201,14 +199,20 @@ def capture(request: CaptureRequest, observer: CaptureObserver) -> CaptureResult
     return CaptureResult(tuple(profiles), EXIT_PARTIAL if partial else 0)
 
 
-def _capture_one(
-    request: CaptureRequest,
-    launched: LaunchedJob | None,
-    sampler: Backend,
-    options: SessionOptions,
-    stop: threading.Event,
-    observer: CaptureObserver,
-) -> Profile:
+@dataclass(frozen=True)
+class _Run:
+    """One capture under way: what was asked, the job if gilprof launched it, the sampler."""
+
+    request: CaptureRequest
+    launched: LaunchedJob | None
+    sampler: Backend
+    options: SessionOptions
+    stop: threading.Event
+    observer: CaptureObserver
+
+
+def _capture_one(run: _Run) -> Profile:
+    request, launched, stop, observer = run.request, run.launched, run.stop, run.observer
     if launched:
         info = launched.wait_for_rank(request.rank, request.selection, request.wait_timeout, stop)
     else:
@@ -219,8 +223,8 @@ def _capture_one(
     try:  # streamed to `path` as it is sampled (gilprof.profile/2): a SIGKILL leaves a partial file
         profile = run_session(
             make_target(info, request.keep_cmdline),
-            sampler,
-            options,
+            run.sampler,
+            run.options,
             stop,
             on_window=observer.window,
             output=lambda _target: path,
@@ -264,17 +268,11 @@ def wait_for_ranks(
     raise TargetError(f"timed out waiting for the job's ranks: {last}")
 
 
-def _capture_ranks(
-    request: CaptureRequest,
-    launched: LaunchedJob | None,
-    sampler: Backend,
-    options: SessionOptions,
-    stop: threading.Event,
-    observer: CaptureObserver,
-) -> list[Profile]:
+def _capture_ranks(run: _Run) -> list[Profile]:
+    request, observer = run.request, run.observer
     assert request.ranks is not None
     infos = wait_for_ranks(
-        launched, request.ranks, request.job, request.selection, request.wait_timeout, stop
+        run.launched, request.ranks, request.job, request.selection, request.wait_timeout, run.stop
     )
     folder = request.output or f"gilprof-{datetime.now():%Y%m%d-%H%M%S}"
     if os.path.exists(folder) and not os.path.isdir(folder):
@@ -292,7 +290,7 @@ def _capture_ranks(
             folder, f"rank{'x' if target.rank is None else target.rank}-{target.pid}.json"
         )
 
-    results = run_sessions(targets, sampler, options, stop, output=path_of)  # streamed
+    results = run_sessions(targets, run.sampler, run.options, run.stop, output=path_of)  # streamed
     profiles = []
     for target, result in zip(targets, results, strict=True):
         rank = "x" if target.rank is None else target.rank
