@@ -60,10 +60,10 @@ from gilprof.errors import SamplerError, UsageError
 from gilprof.model import Frame, Mode, Sample, ThreadState
 from gilprof.sampling.backends.base import (
     Backend,
+    SamplerRun,
     SamplerSettings,
     WindowResult,
-    drive,
-    sampler_process,
+    run_sampler,
     start_failure,
 )
 from gilprof.sampling.processes import INSTALL_HINTS, find_binary
@@ -338,26 +338,24 @@ class AustinBackend(Backend):
         with tempfile.TemporaryDirectory(prefix="gilprof-austin-") as tmp:
             output = os.path.join(tmp, "window.austin")
             # austin keeps normal priority: its accuracy at SCHED_FIFO is unmeasured.
-            with sampler_process(self.command(pid, settings, output)) as (proc, _priority):
-                window, log = self._drive(proc, pid, seconds, stop)
-            # Recorded as the profile's priority (sampler_process's own reason would blame
-            # the kernel, which was never asked).
+            run = run_sampler(
+                self.command(pid, settings, output),
+                lambda line: _STARTED in line,
+                seconds,
+                stop,
+                clean=lambda line: clean_text(line).strip(),
+            )
+            window, log = self._window(run, pid)
+            # Recorded as the profile's priority (run_sampler's own reason would blame the
+            # kernel, which was never asked).
             window.priority = "normal (austin is not run at real-time priority)"
             # Threads that started during the window are named from their state at its end.
             names = {**read_thread_names(pid), **names}
             self._read_output(window, output, settings, names, log)
         return window
 
-    def _drive(
-        self, proc: subprocess.Popen[bytes], pid: int, seconds: float | None, stop: threading.Event
-    ) -> tuple[WindowResult, str]:
-        run = drive(
-            proc,
-            lambda line: _STARTED in line,
-            seconds,
-            stop,
-            clean=lambda line: clean_text(line).strip(),
-        )
+    @staticmethod
+    def _window(run: SamplerRun, pid: int) -> tuple[WindowResult, str]:
         log = run.text
         if not run.started:
             lowered = log.lower()
@@ -378,7 +376,7 @@ class AustinBackend(Backend):
             window.target_exited = not _alive(pid)
             if not window.target_exited:
                 window.messages.append(
-                    f"austin stopped early (status {proc.returncode}): {last_message(log)}"
+                    f"austin stopped early (status {run.returncode}): {last_message(log)}"
                 )
         return window, log
 

@@ -153,7 +153,7 @@ def scheduling_of(pid: int, reason: str) -> str:
 
 
 @contextmanager
-def sampler_process(
+def _sampler_process(
     cmd: list[str], settings: SamplerSettings | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """Start a sampler in its own session, and kill it (and its group) on the way out;
@@ -184,25 +184,40 @@ class SamplerRun:
     t1: float  # when it was ended, or when it exited by itself
     interrupted: bool  # `stop` ended it
     stopped_itself: bool  # it exited before `seconds` or `stop` ended it
+    returncode: int
+    priority: str = ""  # its scheduling: "SCHED_FIFO 10" or "normal (why)"
 
     @property
     def text(self) -> str:
         return "\n".join(self.lines)
 
 
-def drive(
+def run_sampler(
+    cmd: list[str],
+    is_start: Callable[[str], bool],
+    seconds: float | None,
+    stop: threading.Event,
+    settings: SamplerSettings | None = None,
+    clean: Callable[[str], str] = str.strip,
+) -> SamplerRun:
+    """Run a sampler (at real-time priority if `settings` ask for it and the kernel allows)
+    for `seconds` after the output line for which `is_start` holds, or until `stop` is set;
+    returns once it has exited, with its output (stdout with stderr merged in)."""
+    with _sampler_process(cmd, settings) as (proc, priority):
+        run = _drive(proc, is_start, seconds, stop, clean)
+    run.priority = priority
+    return run
+
+
+def _drive(
     proc: subprocess.Popen[bytes],
     is_start: Callable[[str], bool],
     seconds: float | None,
     stop: threading.Event,
-    clean: Callable[[str], str] = str.strip,
+    clean: Callable[[str], str],
 ) -> SamplerRun:
-    """Let a sampler process run for `seconds` after the output line for which `is_start`
-    holds, or until `stop` is set, collecting its output (stdout with stderr merged in).
-
-    Both samplers write their output when they receive SIGINT, so the window is ended that
-    way.
-    """
+    """Both samplers write their output when they receive SIGINT, so a window is ended
+    that way."""
     lines: list[str] = []
     started = threading.Event()
     start_time = [0.0]
@@ -250,6 +265,7 @@ def drive(
         t1=time.monotonic() if end_time is None else end_time,
         interrupted=interrupted,
         stopped_itself=end_time is None,
+        returncode=proc.returncode,
     )
 
 

@@ -37,10 +37,10 @@ from gilprof.errors import SamplerError
 from gilprof.model import Frame, Mode, Sample, ThreadState
 from gilprof.sampling.backends.base import (
     Backend,
+    SamplerRun,
     SamplerSettings,
     WindowResult,
-    drive,
-    sampler_process,
+    run_sampler,
     start_failure,
 )
 from gilprof.sampling.processes import find_binary
@@ -214,18 +214,15 @@ class PySpyBackend(Backend):
         with tempfile.TemporaryDirectory(prefix="gilprof-") as tmp:
             output = os.path.join(tmp, "window.txt")
             cmd = self.command(pid, settings, output, seconds)
-            with sampler_process(cmd, settings) as (proc, priority):
-                result = self._drive(
-                    proc,
-                    output,
-                    state,
-                    whole if whole is not None else seconds,
-                    stop,
-                    whole is not None,
-                )
-                result.priority = priority
-                if settings.mode is Mode.CONTENTION:
-                    self._read_spans(output, result)
+            timed = whole is not None
+            # A --duration window is ended by py-spy; SIGINT only if it overruns by far.
+            deadline = whole + max(5.0, whole) if whole is not None else seconds
+            run = run_sampler(
+                cmd, lambda line: "Sampling process" in line, deadline, stop, settings
+            )
+            result = self._window(run, output, state, timed)
+            if settings.mode is Mode.CONTENTION:
+                self._read_spans(output, result)
         if whole is not None and result.ticks_exact:
             result.ticks_counted = max(0, whole * round(settings.rate_hz) - 1 - result.errors)
             self._check_rate(pid, result, settings)
@@ -261,20 +258,10 @@ class PySpyBackend(Backend):
             self._told.add((pid, topic))
             result.messages.append(message)
 
-    def _drive(
-        self,
-        proc: subprocess.Popen[bytes],
-        output: str,
-        state: ThreadState,
-        seconds: float | None,
-        stop: threading.Event,
-        timed: bool,
-    ) -> WindowResult:
-        """Run one window; `timed`: py-spy ends it itself after `seconds` (--duration), and
-        its ticks are exact unless it had to be stopped first."""
-        # A --duration window is ended by py-spy; SIGINT only if it overruns by far.
-        deadline = seconds + max(5.0, seconds) if timed and seconds is not None else seconds
-        run = drive(proc, lambda line: "Sampling process" in line, deadline, stop)
+    @staticmethod
+    def _window(run: SamplerRun, output: str, state: ThreadState, timed: bool) -> WindowResult:
+        """One window from py-spy's run; `timed`: py-spy ended it itself (--duration), so its
+        ticks are exact unless it had to be stopped first."""
         text_out = run.text
         if not run.started:
             lowered = text_out.lower()
@@ -285,7 +272,9 @@ class PySpyBackend(Backend):
                 denied="permission denied" in lowered or "operation not permitted" in lowered,
                 not_ready=any(phrase in lowered for phrase in _NOT_READY),
             )
-        result = WindowResult(t0=run.t0, t1=run.t1, interrupted=run.interrupted)
+        result = WindowResult(
+            t0=run.t0, t1=run.t1, interrupted=run.interrupted, priority=run.priority
+        )
         result.target_exited = "process exited" in text_out or "process ended" in text_out
         summary = _SUMMARY.search(text_out)
         if summary:
@@ -296,7 +285,7 @@ class PySpyBackend(Backend):
             and run.stopped_itself
             and not result.target_exited
             and summary is not None
-            and proc.returncode == 0
+            and run.returncode == 0
         )
         if state is ThreadState.UNCLASSIFIED:
             return result  # contention mode: the caller reads the trace
