@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 SCHEMA = "gilprof.lint/1"
@@ -81,15 +81,7 @@ class Finding:
         return RULES[self.rule].fix
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "line": self.line,
-            "col": self.col,
-            "rule": self.rule,
-            "message": self.message,
-            "fix": self.fix,
-            "level": self.level,
-        }
+        return {**asdict(self), "fix": self.fix}
 
 
 @dataclass(frozen=True)

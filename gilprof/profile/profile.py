@@ -119,6 +119,15 @@ class Window:
         return max(0.0, self.t1 - self.t0)
 
 
+def _intern(items: list[Any], index: dict[Any, int], item: Any) -> int:
+    """The position of `item` in `items`, appended (and indexed) if new."""
+    position = index.get(item)
+    if position is None:
+        position = index[item] = len(items)
+        items.append(item)
+    return position
+
+
 class Profile:
     def __init__(self, target: Target, sampling: SamplingInfo) -> None:
         self.target = target
@@ -132,23 +141,13 @@ class Profile:
 
     # -- building -------------------------------------------------------------------------
     def intern_frame(self, frame: Frame) -> int:
-        index = self._frame_index.get(frame)
-        if index is None:
-            index = len(self.frames)
-            self.frames.append(frame)
-            self._frame_index[frame] = index
-        return index
+        return _intern(self.frames, self._frame_index, frame)
 
     def intern_stack(self, tid: int, state: ThreadState, frames: Iterable[Frame]) -> int:
         stack = Stack(tid, state, tuple(self.intern_frame(f) for f in frames))
         if len(self._stack_index) < len(self.stacks):  # a loaded profile: indexed on first use
             self._stack_index = {s: i for i, s in reversed(list(enumerate(self.stacks)))}
-        index = self._stack_index.get(stack)
-        if index is None:
-            index = len(self.stacks)
-            self.stacks.append(stack)
-            self._stack_index[stack] = index
-        return index
+        return _intern(self.stacks, self._stack_index, stack)
 
     def add_window(
         self,

@@ -31,32 +31,53 @@ def summary_lines(profile: Profile, path: str) -> list[str]:
     return lines
 
 
-class LiveStatus:
-    """A CaptureObserver for a terminal: one status line while sampling (elapsed, samples,
-    top GIL holders so far), then the summary of each profile written."""
+class LiveObserver:
+    """A CaptureObserver that draws a rich Live region from when sampling starts (label,
+    clock) until the capture is done."""
 
-    def __init__(self, enabled: bool, quiet: bool = False) -> None:
-        self.enabled = enabled and not quiet
-        self.quiet = quiet
-        self.started = time.monotonic()
+    def __init__(self) -> None:
         self.label = ""
+        self.started = time.monotonic()
         self._live: Any = None
 
     def sampling(self, label: str) -> None:
         self.label = label
         self.started = time.monotonic()
+
+    def _open(self, live: Any) -> None:
+        self._live = live
+        live.__enter__()
+
+    def done(self) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+
+class LiveStatus(LiveObserver):
+    """A CaptureObserver for a terminal: one status line while sampling (elapsed, samples,
+    top GIL holders so far), then the summary of each profile written."""
+
+    def __init__(self, enabled: bool, quiet: bool = False) -> None:
+        super().__init__()
+        self.enabled = enabled and not quiet
+        self.quiet = quiet
+
+    def sampling(self, label: str) -> None:
+        super().sampling(label)
         if self.enabled:
             from rich.console import Console
             from rich.live import Live
             from rich.text import Text
 
-            self._live = Live(
-                Text(f"sampling {label}: attaching..."),
-                console=Console(stderr=True),
-                refresh_per_second=4,
-                transient=True,
+            self._open(
+                Live(
+                    Text(f"sampling {label}: attaching..."),
+                    console=Console(stderr=True),
+                    refresh_per_second=4,
+                    transient=True,
+                )
             )
-            self._live.__enter__()
 
     def window(self, profile: Profile, _window: object) -> None:
         if self._live is None:
@@ -73,11 +94,6 @@ class LiveStatus:
                 f"{attribution.samples} samples  top: {holders}  (Ctrl-C stops and saves)"
             )
         )
-
-    def done(self) -> None:
-        if self._live is not None:
-            self._live.__exit__(None, None, None)
-            self._live = None
 
     def message(self, text: str) -> None:
         say(text)

@@ -19,6 +19,7 @@ from gilprof.analysis.table import build_table, counts_toward_shares
 from gilprof.model import Mode, ThreadState
 from gilprof.profile import Profile
 from gilprof.renderers._rich import pct
+from gilprof.renderers.live import LiveObserver, summary_lines
 
 STATE_COLUMNS = (ThreadState.HELD, ThreadState.WAITING, ThreadState.NATIVE, ThreadState.IDLE)
 
@@ -138,25 +139,27 @@ def _self_in_window(profile: Profile, window: int | None) -> dict[tuple[str, str
     return out
 
 
-class TopView:
+class TopView(LiveObserver):
     """CaptureObserver drawing top_view on the terminal's alternate screen."""
 
     def __init__(self, console: Console | None = None) -> None:
+        super().__init__()
         self.console = console or Console()
-        self.label = ""
-        self.started = time.monotonic()
         self.status = ""
         self.messages: list[str] = []
-        self._live: Live | None = None
         self._profile: Profile | None = None
 
     def sampling(self, label: str) -> None:
-        self.label = label
-        self.started = time.monotonic()
-        self._live = Live(
-            self._frame(), console=self.console, screen=True, auto_refresh=False, transient=True
+        super().sampling(label)
+        self._open(
+            Live(
+                self._frame(),
+                console=self.console,
+                screen=True,
+                auto_refresh=False,
+                transient=True,
+            )
         )
-        self._live.__enter__()
 
     def _frame(self) -> Any:
         elapsed = time.monotonic() - self.started
@@ -178,12 +181,4 @@ class TopView:
         self.messages.append(text)
 
     def wrote(self, path: str, profile: Profile) -> None:
-        self.messages.append(
-            f"wrote {path} ({profile.sampling.samples} samples over "
-            f"{profile.sampling.duration_s:.1f} s)"
-        )
-
-    def done(self) -> None:
-        if self._live is not None:
-            self._live.__exit__(None, None, None)
-            self._live = None
+        self.messages.append(summary_lines(profile, path)[0])
