@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gilprof.cli._options import options
+from gilprof.cli._options import number_option, options
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -15,13 +15,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _percent(
     name: str, help: str, default: float | None = None, upper: float | None = 100.0
 ) -> Callable[[F], F]:
-    return click.option(
-        name,
-        type=click.FloatRange(0, upper),
-        default=default,
-        show_default=default is not None,
-        metavar="PCT",
-        help=help,
+    return number_option(
+        name, type=click.FloatRange(0, upper), default=default, metavar="PCT", help=help
     )
 
 
@@ -44,7 +39,7 @@ budget_options = options(
     click.option(
         "--steps", "steps_log", type=click.Path(), help="Iteration log for --max-host-step-p50."
     ),
-    click.option(
+    number_option(
         "--max-host-step-p50",
         type=click.FloatRange(min=0),
         metavar="MS",

@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from gilprof.model import Mode
-from gilprof.sampling.backends import SamplerSettings
+from gilprof.sampling.backends import BACKEND_NAMES, SamplerSettings
 from gilprof.sampling.session import DEFAULT_WINDOW_S
 from gilprof.steps import DEFAULT_SKIP_WARMUP
 
@@ -34,6 +34,43 @@ def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
         return func
 
     return decorate
+
+
+def number_option(
+    *decls: str,
+    type: click.ParamType,
+    help: str,
+    default: float | None = None,
+    metavar: str | None = None,
+) -> Callable[[F], F]:
+    """A numeric option: its range checked by click, its default (if any) shown in --help."""
+    return click.option(
+        *decls,
+        type=type,
+        default=default,
+        show_default=default is not None,
+        metavar=metavar,
+        help=help,
+    )
+
+
+def duration_option(help: str) -> Callable[[F], F]:
+    return number_option(
+        "-d", "--duration", type=click.FloatRange(min=0.1), metavar="SECONDS", help=help
+    )
+
+
+def wait_timeout_option(help: str) -> Callable[[F], F]:
+    return number_option(
+        "--wait-timeout", type=click.FloatRange(min=0.1), default=60.0, metavar="SECONDS", help=help
+    )
+
+
+keep_cmdline_option = click.option(
+    "--keep-cmdline",
+    is_flag=True,
+    help="Keep secret-looking command-line values (redacted by default).",
+)
 
 
 def given(ctx: click.Context, name: str) -> bool:
@@ -97,13 +134,8 @@ def packed(into: str, make: type, *decorators: Callable[[F], F]) -> Callable[[F]
 sampling_options = packed(
     "sampling",
     SamplingChoice,
-    click.option(
-        "-r",
-        "--rate",
-        type=click.IntRange(1, 10000),
-        default=100,
-        show_default=True,
-        help="Samples per second.",
+    number_option(
+        "-r", "--rate", type=click.IntRange(1, 10000), default=100, help="Samples per second."
     ),
     click.option(
         "--mode",
@@ -120,11 +152,10 @@ sampling_options = packed(
         is_flag=True,
         help="Pause the target at each sample (more exact, much slower targets).",
     ),
-    click.option(
+    number_option(
         "--window",
         type=click.FloatRange(min=0.2),
         default=DEFAULT_WINDOW_S,
-        show_default=True,
         help="Seconds per sampling window (the unit of time for confidence intervals).",
     ),
 )
@@ -151,25 +182,22 @@ def format_option(
     return decorate
 
 
-def skip_warmup_option(func: F) -> F:
-    """--skip-warmup N, one default for every command that reads iteration logs."""
-    return click.option(
-        "--skip-warmup",
-        type=click.IntRange(min=0),
-        default=DEFAULT_SKIP_WARMUP,
-        show_default=True,
-        metavar="N",
-        help="Drop the first N iterations of each rank (warm-up, CUDA graph capture).",
-    )(func)
+skip_warmup_option = number_option(
+    "--skip-warmup",
+    type=click.IntRange(min=0),
+    default=DEFAULT_SKIP_WARMUP,
+    metavar="N",
+    help="Drop the first N iterations of each rank (warm-up, CUDA graph capture).",
+)
+"""--skip-warmup N, one default for every command that reads iteration logs."""
 
 
-def steps_rank_option(func: F) -> F:
-    return click.option(
-        "--steps-rank",
-        type=int,
-        metavar="R",
-        help="Rank in the iteration log (default: the profile's rank, else 0).",
-    )(func)
+steps_rank_option = click.option(
+    "--steps-rank",
+    type=int,
+    metavar="R",
+    help="Rank in the iteration log (default: the profile's rank, else 0).",
+)
 
 
 watch_options = options(
@@ -188,47 +216,36 @@ watch_options = options(
 """--watch FUNC (repeatable) and --no-default-watch."""
 
 
-def output_option(func: F) -> F:
-    return click.option(
-        "-o",
-        "--output",
-        type=click.Path(dir_okay=False),
-        help="Write to this file (atomically) instead of stdout.",
-    )(func)
+output_option = click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write to this file (atomically) instead of stdout.",
+)
 
 
 def top_option(default: int, what: str = "Function rows to show.") -> Callable[[F], F]:
-    def decorate(func: F) -> F:
-        return click.option(
-            "--top", type=click.IntRange(min=1), default=default, show_default=True, help=what
-        )(func)
-
-    return decorate
+    return number_option("--top", type=click.IntRange(min=1), default=default, help=what)
 
 
-def backend_option(func: F) -> F:
-    from gilprof.sampling.backends import BACKEND_NAMES
-
-    return click.option(
-        "--backend",
-        type=click.Choice(BACKEND_NAMES),
-        default=BACKEND_NAMES[0],
-        show_default=True,
-        help="Sampler: py-spy (GIL state, native frames) or austin (a second opinion).",
-    )(func)
+backend_option = click.option(
+    "--backend",
+    type=click.Choice(BACKEND_NAMES),
+    default=BACKEND_NAMES[0],
+    show_default=True,
+    help="Sampler: py-spy (GIL state, native frames) or austin (a second opinion).",
+)
 
 
-def match_option(func: F) -> F:
-    return click.option(
-        "--match",
-        metavar="REGEX",
-        help="Only consider processes whose command line matches this regex.",
-    )(func)
+match_option = click.option(
+    "--match",
+    metavar="REGEX",
+    help="Only consider processes whose command line matches this regex.",
+)
 
 
-def all_frames_option(func: F) -> F:
-    return click.option(
-        "--all-frames",
-        is_flag=True,
-        help="Keep thread-bootstrap (Thread._bootstrap, Thread.run) and <module> frames.",
-    )(func)
+all_frames_option = click.option(
+    "--all-frames",
+    is_flag=True,
+    help="Keep thread-bootstrap (Thread._bootstrap, Thread.run) and <module> frames.",
+)

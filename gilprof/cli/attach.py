@@ -9,9 +9,12 @@ import click
 from gilprof.cli._options import (
     SamplingChoice,
     backend_option,
+    duration_option,
     given,
+    keep_cmdline_option,
     match_option,
     sampling_options,
+    wait_timeout_option,
 )
 from gilprof.cli._recipe import recipe_option
 from gilprof.recipes import Recipe
@@ -39,12 +42,7 @@ from gilprof.sampling.discover import Selection
     help="Only ranks of this instance role (disaggregated serving; see `gilprof ps`).",
 )
 @match_option
-@click.option(
-    "-d",
-    "--duration",
-    type=click.FloatRange(min=0.1),
-    help="Seconds to sample (default: until the target exits or Ctrl-C).",
-)
+@duration_option("Seconds to sample (default: until the target exits or Ctrl-C).")
 @sampling_options
 @backend_option
 @click.option(
@@ -53,18 +51,8 @@ from gilprof.sampling.discover import Selection
     type=click.Path(),
     help="Profile file (default gilprof-rank<R>-<pid>-<time>.json); a folder with --ranks.",
 )
-@click.option(
-    "--wait-timeout",
-    type=float,
-    default=60.0,
-    show_default=True,
-    help="Launch mode: seconds to wait for the rank to start.",
-)
-@click.option(
-    "--keep-cmdline",
-    is_flag=True,
-    help="Keep secret-looking command-line values (redacted by default).",
-)
+@wait_timeout_option("Launch mode: seconds to wait for the rank to start.")
+@keep_cmdline_option
 @recipe_option
 @click.option("-q", "--quiet", is_flag=True, help="No live status line.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)

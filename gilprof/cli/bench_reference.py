@@ -6,24 +6,22 @@ import shutil
 
 import click
 
-from gilprof.cli._options import format_option
+from gilprof.cli._options import format_option, number_option
 from gilprof.reference.bench import BENCHMARKS, BenchPlan, run_bench
 from gilprof.renderers import info, render
 
 
 @click.command("bench-reference")
-@click.option(
+@number_option(
     "--ranks",
     type=click.IntRange(min=2),
     default=4,
-    show_default=True,
     metavar="N",
     help="MPI ranks for the broadcast and bcast benchmarks (launched with mpiexec -n N).",
 )
-@click.option(
+@number_option(
     "--repeats",
     type=click.IntRange(min=1),
-    default=None,
     metavar="R",
     help="Timed runs per implementation and size; the median is reported. [default: 7, quick 5]",
 )
@@ -35,11 +33,10 @@ from gilprof.renderers import info, render
     help="Run one benchmark; `router` needs no MPI.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the request sizes.")
-@click.option(
+@number_option(
     "--timeout",
     type=click.FloatRange(min=1.0),
     default=900.0,
-    show_default=True,
     metavar="SECONDS",
     help="Give up on the MPI part after this long (its processes are killed).",
 )

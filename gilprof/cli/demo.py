@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from gilprof.cli._options import number_option
 from gilprof.cli.demo_run import DemoSettings, run_demo
 from gilprof.renderers import render
 from gilprof.sampling.capture import stop_on_signals
@@ -21,21 +22,19 @@ from gilprof.sampling.capture import stop_on_signals
     help="Folder for profiles, logs and report.md (default: a new gilprof-demo-* folder "
     "under the system temp dir; never the current directory).",
 )
-@click.option(
+@number_option(
     "--window",
     type=click.FloatRange(min=2),
     default=20.0,
-    show_default=True,
     help="Seconds of rank 0 sampled per side.",
 )
-@click.option(
+@number_option(
     "--warmup",
     type=click.FloatRange(min=0),
     default=4.0,
-    show_default=True,
     help="Seconds the server runs before sampling starts.",
 )
-@click.option("--ranks", type=click.IntRange(min=2), default=4, show_default=True)
+@number_option("--ranks", type=click.IntRange(min=2), default=4, help="MPI ranks of the server.")
 @click.option(
     "--server-arg",
     "server_args",

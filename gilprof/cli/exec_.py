@@ -7,7 +7,13 @@ import re
 
 import click
 
-from gilprof.cli._options import SamplingChoice, sampling_options
+from gilprof.cli._options import (
+    SamplingChoice,
+    duration_option,
+    keep_cmdline_option,
+    sampling_options,
+    wait_timeout_option,
+)
 from gilprof.errors import UsageError
 from gilprof.renderers.live import LiveStatus
 from gilprof.sampling.backends import get_backend
@@ -38,12 +44,7 @@ DEFAULT_FOLDER = "gilprof-profiles"
     show_default=True,
     help="Folder for the profiles, one rank<R>-<pid>.json per sampled rank.",
 )
-@click.option(
-    "-d",
-    "--duration",
-    type=click.FloatRange(min=0.1),
-    help="Seconds to sample (default: until the command exits). The command runs on.",
-)
+@duration_option("Seconds to sample (default: until the command exits). The command runs on.")
 @sampling_options
 @click.option(
     "--match",
@@ -51,18 +52,8 @@ DEFAULT_FOLDER = "gilprof-profiles"
     "line matches this regex (default: the command, or its first Python "
     "descendant when the command is a script wrapper).",
 )
-@click.option(
-    "--wait-timeout",
-    type=click.FloatRange(min=0.1),
-    default=60.0,
-    show_default=True,
-    help="Seconds to wait for that Python process to appear.",
-)
-@click.option(
-    "--keep-cmdline",
-    is_flag=True,
-    help="Keep secret-looking command-line values (redacted by default).",
-)
+@wait_timeout_option("Seconds to wait for that Python process to appear.")
+@keep_cmdline_option
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(
