@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: machine facts, child rusage, output.
+"""Helpers shared by the benchmark scripts: machine facts, child processes and their rusage,
+options, output.
 
 The scripts run from a checkout (`python benchmarks/overhead.py`), so this module also makes
 the checkout's `gilprof` importable when the package is not installed.
@@ -6,9 +7,12 @@ the checkout's `gilprof` importable when the package is not installed.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -57,6 +61,42 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(terse=True),
         "load_average": load_average(),
     }
+
+
+def start_in_session(
+    argv: Sequence[str],
+    *,
+    stdin: Any = subprocess.DEVNULL,
+    stdout: Any = subprocess.DEVNULL,
+    stderr: Any = subprocess.DEVNULL,
+    **popen: Any,
+) -> subprocess.Popen[bytes]:
+    """`argv` in a session (and process group) of its own, its streams /dev/null unless given:
+    `stop_session` then stops it whole, and a Ctrl-C at the terminal reaches only this script."""
+    return subprocess.Popen(
+        list(argv), stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True, **popen
+    )
+
+
+def stop_session(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
+    """SIGTERM to the process group of a child from `start_in_session`; SIGKILL after `grace` s."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def timed(func: Callable[[], Any]) -> tuple[Any, float]:
+    """`func()` and the wall seconds it took."""
+    started = time.perf_counter()
+    value = func()
+    return value, time.perf_counter() - started
 
 
 def wait_with_rusage(
@@ -115,6 +155,19 @@ def print_table(
 
 def megabytes(count: float) -> str:
     return f"{count / 1e6:.1f} MB"
+
+
+def output_options(
+    parser: argparse.ArgumentParser,
+    *,
+    quick: str | None = None,
+    json_help: str = "print JSON instead of a table",
+) -> None:
+    """The options every benchmark ends with: `--quick`, a smoke run that `quick` describes
+    (none when it is None), and `--json`."""
+    if quick is not None:
+        parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--json", action="store_true", help=json_help)
 
 
 def run_main(

@@ -171,7 +171,7 @@ def _sampling(profile: Profile) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="sampling seconds per backend")
     parser.add_argument("--rate", type=float, default=100.0, help="samples per second")
@@ -194,14 +194,14 @@ def main() -> None:
         default=1.0,
         help="list functions with at least this share (%%) in either backend",
     )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args()
+    _common.output_options(parser)
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
-    try:
-        profiles = run_profiles(args)
-    except _common.BenchmarkError as exc:
-        _common.fail(str(exc))
-    result = {
+    profiles = run_profiles(args)
+    return {
         "machine": _common.machine_info(),
         "config": {
             "seconds": args.seconds,
@@ -215,9 +215,9 @@ def main() -> None:
         **compare(profiles, args.min_share / 100),
         "wall_s": round(time.monotonic() - started, 1),
     }
-    if args.json:
-        _common.print_json(result)
-        return
+
+
+def print_report(result: dict[str, Any]) -> None:
     backends = result["backends"]
     notes = [
         f"{name}: {b['version']}, {b['ticks']:.0f} ticks ({b['ticks_source']}) over "
@@ -229,8 +229,9 @@ def main() -> None:
         f"over all rows: {result['max_abs_diff']:.2f}"
     )
     notes += [f"only in one backend: {item}" for item in result["only_in_one"]]
+    config = result["config"]
     _common.print_table(
-        f"wall-mode shares, {result['config']['schedule']}, {args.seconds:g} s at {args.rate:g} Hz",
+        f"wall-mode shares, {config['schedule']}, {config['seconds']:g} s at {config['rate_hz']:g} Hz",
         ["thread / function", "py-spy %", "austin %", "diff (points)"],
         [
             [
@@ -245,5 +246,9 @@ def main() -> None:
     )
 
 
+def main(argv: list[str] | None = None) -> int:
+    return _common.run_main(argv, parse_args, run, print_report)
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

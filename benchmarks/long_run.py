@@ -28,8 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -122,19 +120,6 @@ def run_as_gilprof(log_path: str, argv: list[str]) -> None:
 
 
 # -- the benchmark ----------------------------------------------------------------------------
-def _stop_group(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 def _wait_for_ranks(job: subprocess.Popen[Any], ranks: int, timeout: float = 60.0) -> None:
     from gilprof.errors import GilprofError
     from gilprof.sampling.discover import resolve_ranks
@@ -236,7 +221,7 @@ def run(
     seconds = max(1.0, minutes * 60)
     out_dir, log_path = workdir / "profiles", workdir / "windows.jsonl"
     log_path.touch()
-    job = subprocess.Popen(
+    job = _common.start_in_session(
         [
             find_binary("mpiexec"),
             "-n",
@@ -246,16 +231,12 @@ def run(
             "--duration",
             str(seconds + 90),
             *LIGHT_WORK,
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        ]
     )
     gilprof: subprocess.Popen[Any] | None = None
     try:
         _wait_for_ranks(job, ranks)
-        gilprof = subprocess.Popen(
+        gilprof = _common.start_in_session(
             [
                 sys.executable,
                 str(Path(__file__).resolve()),
@@ -278,17 +259,14 @@ def run(
                 str(out_dir),
             ],
             env=_common.child_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
             stderr=open(workdir / "gilprof.err", "wb"),  # noqa: SIM115
-            start_new_session=True,
         )
         series, sampling_s = _watch_rss(gilprof, timeout=seconds + 120)
         exit_code = gilprof.wait()
     finally:
         if gilprof is not None:
-            _stop_group(gilprof)
-        _stop_group(job)
+            _common.stop_session(gilprof)
+        _common.stop_session(job)
     if exit_code != 0:
         err = (workdir / "gilprof.err").read_text(errors="replace").strip().splitlines()
         raise BenchmarkError(f"gilprof exited with {exit_code}: {err[-1] if err else 'no output'}")
@@ -397,7 +375,7 @@ def main() -> None:
         help="RSS growth, first third to last third, that still counts as bounded",
     )
     parser.add_argument("--keep", metavar="DIR", help="keep the profiles and logs in DIR")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _common.output_options(parser)
     args = parser.parse_args()
     if args.minutes <= 0 or args.ranks < 1 or args.rate < 1:
         _common.fail("--minutes, --ranks and --rate must be positive")

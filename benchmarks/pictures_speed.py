@@ -3,25 +3,24 @@
     python benchmarks/pictures_speed.py                 # 10 minutes, gil and contention mode
     python benchmarks/pictures_speed.py --minutes 1 --json
 
-gil mode: report_speed's generator (5 threads, Zipf-popular stacks 10-40 frames deep) at
-100 Hz x 85% utilization, 2 s windows. contention mode: the same threads and frames, every
-thread sampled at every tick, as per-tick spans (runs of one stack, exponential lengths with
-a 30 ms mean) in the states held/waiting/native/idle; that is what makes the page big.
+gil mode: report_speed's generator (synthetic_profile.py: 5 threads, Zipf-popular stacks
+10-40 frames deep) at 100 Hz x 85% utilization, 2 s windows. contention mode: the same
+threads and frames, every thread sampled at every tick, as per-tick spans (runs of one stack,
+exponential lengths with a 30 ms mean) in the states held/waiting/native/idle; that is what
+makes the page big.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import time
 from typing import Any
 
 import _common
 
 _common.ensure_gilprof_importable()
 
-from report_speed import THREADS, WINDOW_S, build_profile  # noqa: E402
+from synthetic_profile import THREADS, WINDOW_S, build_profile  # noqa: E402
 
 from gilprof.analysis.attribution import attribute  # noqa: E402
 from gilprof.analysis.compare import compare_profiles  # noqa: E402
@@ -72,9 +71,7 @@ def contention_profile(gil: Profile, minutes: float, seed: int = 1) -> Profile:
 
 
 def _timed(label: str, func: Any, results: dict[str, Any]) -> None:
-    start = time.perf_counter()
-    out = func()
-    seconds = time.perf_counter() - start
+    out, seconds = _common.timed(func)
     size = len(out.encode() if isinstance(out, str) else out)
     results[label] = {"seconds": round(seconds, 2), "bytes": size}
 
@@ -83,7 +80,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--stacks", type=int, default=5000)
-    parser.add_argument("--json", action="store_true")
+    _common.output_options(parser, json_help="print JSON instead of one line per picture")
     args = parser.parse_args()
     windows = int(args.minutes * 60 / WINDOW_S)
     samples = int(args.minutes * 60 * RATE * 0.85)
@@ -108,7 +105,7 @@ def main() -> int:
         results,
     )
     if args.json:
-        print(json.dumps(results, indent=2))
+        _common.print_json(results)
     else:
         for key, value in results.items():
             if isinstance(value, dict):

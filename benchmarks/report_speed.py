@@ -33,13 +33,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import random
-import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -49,179 +45,11 @@ from _common import BenchmarkError
 
 _common.ensure_gilprof_importable()
 
-from gilprof.analysis.attribution import attribute  # noqa: E402
-from gilprof.model import Frame, Mode, SamplingInfo, Target, ThreadState  # noqa: E402
-from gilprof.profile import Profile, Window  # noqa: E402
-from gilprof.renderers import render  # noqa: E402
+from report_speed_measure import peak_in_process, report_in_process, report_subprocess  # noqa: E402
+from report_speed_schemas import compare_schemas, print_schemas  # noqa: E402
+from synthetic_profile import build_profile  # noqa: E402
 
-WINDOW_S = 2.0
-GIL_UTILIZATION = 0.85  # ticks are set so that this share of them had a GIL holder
-ZIPF_S = 1.1
-# (name, tid, weight): tids look like py-spy's pthread ids.
-THREADS = (
-    ("executor-loop", 139_872_412_001_856, 0.45),
-    ("ingress", 139_872_403_609_152, 0.25),
-    ("MainThread", 139_872_621_377_344, 0.1),
-    ("await-response", 139_872_395_216_448, 0.1),
-    ("client", 139_872_386_823_744, 0.1),
-)
-SITE = "/opt/venv/lib/python3.11/site-packages"
-
-
-def _frame_pool(rng: random.Random, stacks: int) -> list[Frame]:
-    modules = max(10, stacks // 50)
-    functions = max(50, stacks // 5)
-    pool: list[Frame] = []
-    for k in range(functions):
-        module = rng.randrange(modules)
-        path = f"{SITE}/pkg{module % 12}/mod{module}.py"
-        name = f"Class{k % 97}.method_{k}" if k % 3 else f"function_{k}"
-        first = rng.randrange(10, 2000)
-        pool.extend(Frame(name, path, first + 7 * i) for i in range(rng.randint(1, 3)))
-    return pool
-
-
-def _root(thread: str) -> list[Frame]:
-    lib = "/usr/lib/python3.11/threading.py"
-    if thread == "MainThread":
-        return [Frame("<module>", "/app/server.py", 690), Frame("main", "/app/server.py", 672)]
-    return [
-        Frame("Thread._bootstrap", lib, 995),
-        Frame("Thread._bootstrap_inner", lib, 1038),
-        Frame("Thread.run", lib, 975),
-        Frame(f"{thread}.run", "/app/server.py", 400),
-    ]
-
-
-def build_profile(samples: int, stacks: int, windows: int, seed: int = 0) -> Profile:
-    rng = random.Random(seed)
-    pool = _frame_pool(rng, stacks)
-    rate = samples / (windows * WINDOW_S * GIL_UTILIZATION)
-    profile = Profile(
-        Target(pid=4242, rank=0, rank_source="PMI_RANK", hostname="bench", python="3.11.7"),
-        SamplingInfo(
-            sampler="synthetic", sampler_version="0", mode=Mode.GIL, rate_hz=rate, window_s=WINDOW_S
-        ),
-    )
-    known: dict[int, list[list[Frame]]] = {tid: [] for _, tid, _ in THREADS}
-    roots = {tid: _root(name) for name, tid, _ in THREADS}
-    for name, tid, _ in THREADS:
-        profile.threads[tid] = name
-    weights = [w for _, _, w in THREADS]
-    while len(profile.stacks) < stacks:
-        tid = rng.choices([t for _, t, _ in THREADS], weights)[0]
-        root, seen = roots[tid], known[tid]
-        prefix = root
-        if seen and rng.random() < 0.8:
-            base = rng.choice(seen)
-            prefix = base[: rng.randint(len(root), len(base) - 1)]
-        depth = max(rng.randint(10, 40), len(prefix) + 1)
-        frames = prefix + [rng.choice(pool) for _ in range(depth - len(prefix))]
-        before = len(profile.stacks)
-        profile.intern_stack(tid, ThreadState.HELD, frames)
-        if len(profile.stacks) > before:
-            seen.append(frames)
-    order = list(range(stacks))
-    rng.shuffle(order)
-    zipf = [1.0 / (rank + 1) ** ZIPF_S for rank in range(stacks)]
-    total = sum(zipf)
-    per_window = samples / windows
-    expected = [0.0] * stacks
-    for rank, index in enumerate(order):
-        expected[index] = per_window * zipf[rank] / total
-    draw = rng.random
-    for w in range(windows):
-        counts = {}
-        for index, mean in enumerate(expected):
-            count = int(mean + draw())
-            if count:
-                counts[index] = count
-        profile.windows.append(Window(w * WINDOW_S, (w + 1) * WINDOW_S, WINDOW_S * rate, counts))
-    profile.finish()
-    return profile
-
-
-def _timed(func: Callable[[], Any]) -> tuple[Any, float]:
-    started = time.perf_counter()
-    value = func()
-    return value, time.perf_counter() - started
-
-
-def report_in_process(path: Path) -> dict[str, Any]:
-    from gilprof.renderers import formats
-    from gilprof.renderers.report import ReportData
-
-    formats("report")  # imports the renderer modules (rich) outside the timed part
-
-    cpu_started = time.process_time()
-    profile, load_s = _timed(lambda: Profile.load(path))
-    result, attribute_s = _timed(lambda: attribute(profile))
-    data = ReportData(profile, result)
-    text, json_s = _timed(lambda: render("report", "json", data))
-    cpu_s = time.process_time() - cpu_started
-    table, table_s = _timed(lambda: render("report", "table", data, width=120))
-    return {
-        "load_s": load_s,
-        "attribute_s": attribute_s,
-        "render_json_s": json_s,
-        "render_table_s": table_s,
-        "total_json_cpu_s": cpu_s,
-        "json_bytes": len(text),
-        "table_lines": table.count("\n"),
-        "functions": len(result.functions),
-        "samples": result.samples,
-    }
-
-
-def peak_in_process(path: Path) -> int:
-    from gilprof.renderers.report import ReportData
-
-    gc.collect()
-    tracemalloc.start()
-    try:
-        profile = Profile.load(path)
-        result = attribute(profile)
-        data = ReportData(profile, result)
-        render("report", "json", data)
-        render("report", "table", data, width=120)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
-# Runs one command and prints its exit code, wall seconds, CPU seconds and peak RSS in KiB. It is
-# started from this small process, not from the benchmark: a child forked from a big parent
-# inherits the parent's resident pages into its ru_maxrss, even across exec.
-_RUNNER = """
-import resource, subprocess, sys, time
-with open(sys.argv[1], "wb") as out:
-    started = time.perf_counter()
-    code = subprocess.call(sys.argv[2:], stdout=out)
-    wall = time.perf_counter() - started
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(code, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
-"""
-
-
-def report_subprocess(args: list[str], output: Path) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds and peak RSS in bytes of `python -m gilprof ARGS`."""
-    command = [sys.executable, "-c", _RUNNER, str(output), sys.executable, "-m", "gilprof", *args]
-    done = subprocess.run(
-        command, capture_output=True, text=True, env=_common.child_env(), timeout=3600
-    )
-    fields = done.stdout.split()
-    if done.returncode != 0 or len(fields) != 4 or fields[0] != "0":
-        raise BenchmarkError(
-            f"gilprof {' '.join(args)} failed: "
-            f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}"
-        )
-    rss_kib = int(fields[3])
-    # ru_maxrss is in KiB on Linux and in bytes on macOS.
-    return (
-        float(fields[1]),
-        float(fields[2]),
-        rss_kib if sys.platform == "darwin" else rss_kib * 1024,
-    )
+from gilprof.profile import Profile  # noqa: E402
 
 
 def build_and_save(
@@ -229,7 +57,7 @@ def build_and_save(
 ) -> dict[str, Any]:
     """Builds and saves one profile (v2 at `path`, v1 beside it, and `ranks - 1` more copies
     as other ranks); returns its shape. The profile is dropped on return."""
-    profile, build_s = _timed(lambda: build_profile(samples, stacks, windows, seed))
+    profile, build_s = _common.timed(lambda: build_profile(samples, stacks, windows, seed))
     v1 = path.with_suffix(".v1.json")
     started = time.perf_counter()
     profile.save(path, version=2)
@@ -253,8 +81,8 @@ def build_and_save(
     }
     del profile
     gc.collect()
-    _, load_s = _timed(lambda: Profile.load(path))
-    _, load_v1_s = _timed(lambda: Profile.load(v1))
+    _, load_s = _common.timed(lambda: Profile.load(path))
+    _, load_v1_s = _common.timed(lambda: Profile.load(v1))
     shape["schemas"] = {
         "v1": {
             "file_bytes": v1.stat().st_size,
@@ -518,10 +346,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="issue 15's target: 5e6 samples, 5e4 stacks, 300 windows, no "
         "scaled profile, 4 ranks side by side",
     )
-    parser.add_argument(
-        "--quick", action="store_true", help="2e4 samples, 500 stacks, 30 windows: a smoke run"
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _common.output_options(parser, quick="2e4 samples, 500 stacks, 30 windows: a smoke run")
     options = parser.parse_args(argv)
     if options.scale is None:
         options.scale = [10]
@@ -531,102 +356,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         options.samples, options.stacks, options.windows = 5_000_000, 50_000, 300
         options.scale, options.ranks = [], max(options.ranks, 4)
     return options
-
-
-def compare_schemas(paths: list[str]) -> dict[str, Any]:
-    """v1 vs v2 on real captures: file size (and per 10 minutes of sampling), write and load
-    time, each capture loaded from the file given and written in both schemas."""
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="gilprof-schemas-") as tmp:
-        for path in paths:
-            profile = Profile.load(path)
-            seconds = max(profile.sampling.duration_s, 1e-9)
-            row: dict[str, Any] = {
-                "file": path,
-                "mode": str(profile.sampling.mode),
-                "rate_hz": profile.sampling.rate_hz,
-                "sampled_s": round(seconds, 2),
-                "windows": len(profile.windows),
-                "samples": profile.sampling.samples,
-                "stacks": len(profile.stacks),
-                "spans": sum(len(w.spans) for w in profile.windows),
-            }
-            for version in (1, 2):
-                out = Path(tmp) / f"v{version}"
-                started = time.perf_counter()
-                profile.save(out, version=version)
-                save_s = time.perf_counter() - started
-                started = time.perf_counter()
-                Profile.load(out)
-                load_s = time.perf_counter() - started
-                size = out.stat().st_size
-                row[f"v{version}"] = {
-                    "file_bytes": size,
-                    "bytes_per_10_min": round(size * 600 / seconds),
-                    "save_s": round(save_s, 4),
-                    "load_s": round(load_s, 4),
-                    "save_per_window_ms": round(1000 * save_s / max(1, len(profile.windows)), 2),
-                }
-            rows.append(row)
-    return {
-        "benchmark": "profile_schemas",
-        "machine": _common.machine_info(),
-        "load_average": _common.load_average(),
-        "captures": rows,
-    }
-
-
-def print_schemas(result: dict[str, Any]) -> None:
-    def mb(count: float) -> str:
-        return f"{count / 1e3:,.0f} kB" if count < 1e6 else _common.megabytes(count)
-
-    rows = [
-        [
-            r["mode"],
-            f"{r['rate_hz']:g}",
-            f"{r['sampled_s']:g}",
-            str(r["windows"]),
-            f"{r['samples']:,}",
-            str(r["stacks"]),
-            f"{r['spans']:,}",
-            mb(r["v1"]["file_bytes"]),
-            mb(r["v2"]["file_bytes"]),
-            mb(r["v1"]["bytes_per_10_min"]),
-            mb(r["v2"]["bytes_per_10_min"]),
-            f"{r['v1']['save_s']:.3f}",
-            f"{r['v2']['save_s']:.3f}",
-            f"{r['v2']['save_per_window_ms']:.2f}",
-            f"{r['v1']['load_s']:.3f}",
-            f"{r['v2']['load_s']:.3f}",
-        ]
-        for r in result["captures"]
-    ]
-    _common.print_table(
-        "gilprof.profile/1 vs /2 on the same captures",
-        [
-            "mode",
-            "Hz",
-            "s",
-            "windows",
-            "samples",
-            "stacks",
-            "runs",
-            "v1 file",
-            "v2 file",
-            "v1 /10 min",
-            "v2 /10 min",
-            "v1 write s",
-            "v2 write s",
-            "v2 ms/window",
-            "v1 load s",
-            "v2 load s",
-        ],
-        rows,
-        [
-            f"load average {result['load_average']}; write = the whole profile at once "
-            "(a capture writes v2 a window at a time: ms/window)"
-        ],
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -86,6 +86,13 @@ def accuracy_runner() -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def accuracy_module(name: str) -> ModuleType:
+    """A sibling module of benchmarks/accuracy/run.py (accuracy_sample, accuracy_compare, ...),
+    imported by name once accuracy_runner() has put their folder on sys.path."""
+    accuracy_runner()
+    return importlib.import_module(name)
 
 
 def gilprof_cmd(*args: str) -> list[str]:
@@ -205,6 +212,18 @@ def running(pid: int) -> bool:
         return False
 
 
+def still_running(pids: Iterable[int]) -> list[int]:
+    """Those of `pids` that are still running."""
+    return [p for p in pids if running(p)]
+
+
+def samplers_of(proc: subprocess.Popen) -> list[int]:
+    """gilprof's py-spy processes now (`proc` is gilprof); the test fails when there are none."""
+    samplers = pyspy_children(proc.pid)
+    assert samplers, "py-spy was not running as gilprof's child"
+    return samplers
+
+
 # ---------------------------------------------------------------------------------------
 # gilprof: as a subprocess, in-process, and its results
 
@@ -277,6 +296,11 @@ def run_cli(*args: str | Path, **kwargs: Any):
     from gilprof.cli.main import cli
 
     return CliRunner().invoke(cli, [str(a) for a in args], **kwargs)
+
+
+def sample_count(profile: dict) -> int:
+    """The samples of a profile as a dict (`Profile.to_dict()`): every window's counts."""
+    return sum(c for w in profile["windows"] for _, c in w["counts"])
 
 
 def report_json(profile: Path) -> dict:

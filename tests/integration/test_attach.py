@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
@@ -18,12 +16,11 @@ from .conftest import (
     assert_exits,
     attach,
     launch,
-    pyspy_children,
     report_json,
     require_interpreter,
     run_cli,
     run_gilprof,
-    running,
+    sample_count,
     start_ranks,
     start_target,
     wait_for,
@@ -115,25 +112,7 @@ def test_launch_mode_returns_job_exit_code(tmp_path, spawn):
     assert_exits(run, 3, timeout=90)
     profile = Profile.load(out).to_dict()
     assert profile["target"]["rank"] == 0
-    assert sum(c for w in profile["windows"] for _, c in w["counts"]) > 0
-
-
-def test_sigint_writes_partial_profile_and_leaves_no_sampler(tmp_path, spawn):
-    target = start_target(spawn, [sys.executable, WORKLOAD, "--duration", "30"])
-    out = tmp_path / "p.json"
-    run = attach(spawn, target.pid, out)
-    # let at least one window complete, then interrupt mid-window
-    time.sleep(3.0)
-    samplers = pyspy_children(run.pid)
-    run.send_signal(signal.SIGINT)
-    assert_exits(run, 130, timeout=30)
-    profile = Profile.load(out).to_dict()
-    assert profile["sampling"]["partial"] is True
-    assert "interrupted" in profile["sampling"]["partial_reason"]
-    assert sum(c for w in profile["windows"] for _, c in w["counts"]) > 50
-    assert samplers, "py-spy was not running as gilprof's child"
-    assert not [p for p in samplers if running(p)]
-    assert target.poll() is None  # the target itself is left alone
+    assert sample_count(profile) > 0
 
 
 def _one_line_error(run: subprocess.CompletedProcess[str]) -> str:

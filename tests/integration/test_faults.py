@@ -1,5 +1,5 @@
-"""Faults, for real: a rank killed mid-run, Ctrl-C in launch mode, no ptrace permission, bad -o,
-a full disk, gilprof itself SIGKILLed."""
+"""Faults, for real: a rank killed mid-run, Ctrl-C in attach and in launch mode, no ptrace
+permission, bad -o, a full disk, gilprof itself SIGKILLed."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from gilprof.profile import Profile
 from gilprof.sampling.discover import RANK_VARIABLES
 
 from .conftest import (
+    GIL_WORKLOAD,
     assert_exits,
     attach,
     gilprof_cmd,
@@ -29,9 +30,11 @@ from .conftest import (
     require_tool,
     run_cli,
     run_gilprof,
-    running,
+    sample_count,
+    samplers_of,
     start_ranks,
     start_target,
+    still_running,
     wait_for,
 )
 
@@ -82,7 +85,24 @@ def test_rank_killed_mid_run_gives_partial_profile_and_exit_6(tmp_path, spawn):
     assert sampling["partial_reason"].startswith("target exited after")
     assert sampling["partial_reason"].endswith("of 20 s")
     assert 0.0 < sampling["duration_s"] < 15.0
-    assert sum(c for w in profile["windows"] for _, c in w["counts"]) > 0
+    assert sample_count(profile) > 0
+
+
+def test_sigint_writes_partial_profile_and_leaves_no_sampler(tmp_path, spawn):
+    target = start_target(spawn, [sys.executable, GIL_WORKLOAD, "--duration", "30"])
+    out = tmp_path / "p.json"
+    run = attach(spawn, target.pid, out)
+    # let at least one window complete, then interrupt mid-window
+    time.sleep(3.0)
+    samplers = samplers_of(run)
+    run.send_signal(signal.SIGINT)
+    assert_exits(run, 130, timeout=30)
+    profile = Profile.load(out).to_dict()
+    assert profile["sampling"]["partial"] is True
+    assert "interrupted" in profile["sampling"]["partial_reason"]
+    assert sample_count(profile) > 50
+    assert not still_running(samplers)
+    assert target.poll() is None  # the target itself is left alone
 
 
 def test_sigint_in_launch_mode_reaches_the_job_and_leaves_nothing_behind(tmp_path, spawn):
@@ -92,7 +112,7 @@ def test_sigint_in_launch_mode_reaches_the_job_and_leaves_nothing_behind(tmp_pat
     assert pids, "the job's ranks did not start"
     assert wait_for(lambda: pyspy_children(run.pid), timeout=30)
     time.sleep(2.5)
-    samplers = pyspy_children(run.pid)
+    samplers = samplers_of(run)
     run.send_signal(signal.SIGINT)
     # sampling stops at once and the profile is finished (its footer written) while the job
     # shuts down
@@ -108,10 +128,10 @@ def test_sigint_in_launch_mode_reaches_the_job_and_leaves_nothing_behind(tmp_pat
     assert "Sending Ctrl-C to processes" in stdout, stdout  # mpiexec got the first SIGINT
     # and a rank got it (the abort may cut off the other's traceback on a loaded machine)
     assert "KeyboardInterrupt" in stderr, stderr
-    assert wait_for(lambda: not any(running(p) for p in pids.values()), timeout=15), (
+    assert wait_for(lambda: not still_running(pids.values()), timeout=15), (
         f"ranks survived gilprof: {pids}"
     )
-    assert samplers and not any(running(p) for p in samplers), samplers
+    assert not still_running(samplers), samplers
     profile = Profile.load(out).to_dict()
     assert profile["target"]["pid"] == pids[0]
     assert profile["sampling"]["partial"] is True
@@ -164,7 +184,7 @@ def test_no_ptrace_permission_exit_4_says_what_to_do_and_exec_still_works(tmp_pa
     )
     assert child.returncode == 0, child.stderr
     [written] = list(folder.glob("rank0-*.json"))
-    assert sum(c for w in Profile.load(written).to_dict()["windows"] for _, c in w["counts"]) > 0
+    assert sample_count(Profile.load(written).to_dict()) > 0
 
 
 def test_unusable_output_is_refused_before_anything_starts(tmp_path, monkeypatch):
@@ -271,11 +291,10 @@ def test_sigkill_of_attach_mid_run_leaves_a_partial_profile_and_no_sampler(tmp_p
     assert wait_for(lambda: (p := _loaded(out)) is not None and len(p.windows) >= 2, timeout=40), (
         run.stderr.read().decode()
     )
-    samplers = pyspy_children(run.pid)
-    assert samplers, "py-spy was not running as gilprof's child"
+    samplers = samplers_of(run)
     os.kill(run.pid, signal.SIGKILL)
     assert run.wait(timeout=10) == -signal.SIGKILL
-    assert wait_for(lambda: not any(running(p) for p in samplers), timeout=10), samplers
+    assert wait_for(lambda: not still_running(samplers), timeout=10), samplers
     profile = Profile.load(out)
     assert profile.target.pid == target.pid
     assert profile.sampling.partial

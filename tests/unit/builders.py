@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 from gilprof.model import Frame, Mode, Sample, SamplingInfo, Target, ThreadState
 from gilprof.profile import Profile
@@ -100,3 +101,83 @@ def noisy_windows(
             )
         )
     return out
+
+
+# -- for compare: two threads with fixed tids, and finding a row ---------------------------------
+EXEC, INGRESS = 7, 8
+
+
+def exact_profile(
+    hot: int, loop_self: int, serve: int, windows: int = 4, ticks: int = 100, **kwargs
+) -> Profile:
+    """Exact counts per window: exec/loop/hot `hot`, exec/loop `loop_self`, ingress/serve
+    `serve`, out of `ticks`."""
+    return steady_profile(
+        sample("exec", "loop", "hot", count=hot, tid=EXEC),
+        sample("exec", "loop", count=loop_self, tid=EXEC),
+        sample("ingress", "serve", count=serve, tid=INGRESS),
+        windows=windows,
+        ticks=ticks,
+        **kwargs,
+    )
+
+
+def hot_noisy_windows(
+    rng: random.Random, share: float, windows: int = 40
+) -> list[tuple[float, list[Sample]]]:
+    """Per window: the hot share drawn around `share` (sd 4 pp), then counts out of 200 ticks."""
+    hot = ("exec", "main", "loop", "hot")
+    return noisy_windows(rng, share, hot, sd=0.04, windows=windows, tids=(EXEC, INGRESS))
+
+
+def one_row(rows, name, file=None, thread=None):
+    """The one row of `rows` with this name (and file basename, thread, when given)."""
+    found = [
+        r
+        for r in rows
+        if r.name == name
+        and (file is None or r.file == file)
+        and (thread is None or r.thread == thread)
+    ]
+    assert len(found) == 1, (name, file, [(r.name, r.file, r.thread) for r in rows])
+    return found[0]
+
+
+# -- for the CLI tests: profiles and iteration logs on disk --------------------------------------
+def fixed_shares(mode: Mode = Mode.GIL) -> Profile:
+    """Exact shares: safe_broadcast 30%, serve 20%, utilization 50%."""
+    return hot_and_serve(("executor-loop", "loop", "safe_broadcast"), 30, 20, mode=mode)
+
+
+def noisy_profile(seed: int, hot_share: float) -> Profile:
+    hot = ("executor-loop", "loop", "fetch", "safe_broadcast")
+    return make_profile(noisy_windows(random.Random(seed), hot_share, hot))
+
+
+def saved(profile: Profile, path: Path) -> Path:
+    profile.save(path)
+    return path
+
+
+def steps_log(path: Path, host_ms: float, device_ms: float, n: int = 30) -> Path:
+    """A TensorRT-LLM log of `n` iterations on rank 0 (host and device times vary by a few ms;
+    the first iteration has no device time), behind two unrelated lines."""
+    lines = ["launching workers...", "[TRT-LLM] [I] model loaded"]
+    for i in range(n):
+        device = "N/A" if i == 0 else f"{device_ms + (i % 3):.2f}ms"
+        lines.append(
+            f"[TRT-LLM] [I] [_torch][RANK 0] iter = {i}, global_rank = 0, rank = 0, "
+            f"currank_total_requests = 4/16, host_step_time = {host_ms + (i % 5):.2f}ms, "
+            f"prev_device_step_time = {device}, timestamp = 2026-08-04 19:08:13, "
+            f"num_scheduled_requests: 4, states = {{'num_ctx_requests': 0}}"
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def truncated_profile(folder: Path) -> Path:
+    """fixed_shares() saved in `folder` and cut in half."""
+    full = saved(fixed_shares(), folder / "full.json").read_text()
+    path = folder / "truncated.json"
+    path.write_text(full[: len(full) // 2])
+    return path

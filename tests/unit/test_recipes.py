@@ -204,22 +204,27 @@ def test_disagg_parent_patterns_tell_gen_from_ctx() -> None:
 # --- name matching ----------------------------------------------------------------------------
 
 
+# wanted: (sampled names it matches, sampled names it does not)
+NAME_MATCHES: dict[str, tuple[list[str], list[str]]] = {
+    "safe_broadcast": (["safe_broadcast"], ["unsafe_broadcast"]),
+    "_balance_requests_across_ranks": (["DefaultADPRouter._balance_requests_across_ranks"], []),
+    "DefaultADPRouter._balance_requests_across_ranks": (
+        ["_balance_requests_across_ranks"],
+        ["Other._balance_requests_across_ranks"],
+    ),
+    "broadcast_requests": ([], ["RequestBroadcaster._broadcast_requests"]),
+    "output_handler": (["AsyncLLM._run_output_handler.<locals>.output_handler"], []),
+    "Scheduler.schedule": (["Scheduler.schedule"], ["Scheduler.schedule_batch"]),
+}
+
+
 @pytest.mark.parametrize(
     ("wanted", "sampled", "expected"),
     [
-        ("safe_broadcast", "safe_broadcast", True),
-        ("_balance_requests_across_ranks", "DefaultADPRouter._balance_requests_across_ranks", True),
-        ("DefaultADPRouter._balance_requests_across_ranks", "_balance_requests_across_ranks", True),
-        (
-            "DefaultADPRouter._balance_requests_across_ranks",
-            "Other._balance_requests_across_ranks",
-            False,
-        ),
-        ("broadcast_requests", "RequestBroadcaster._broadcast_requests", False),
-        ("safe_broadcast", "unsafe_broadcast", False),
-        ("output_handler", "AsyncLLM._run_output_handler.<locals>.output_handler", True),
-        ("Scheduler.schedule", "Scheduler.schedule", True),
-        ("Scheduler.schedule", "Scheduler.schedule_batch", False),
+        (wanted, sampled, expected)
+        for wanted, (matched, unmatched) in NAME_MATCHES.items()
+        for expected, names in ((True, matched), (False, unmatched))
+        for sampled in names
     ],
 )
 def test_function_name_matches(wanted: str, sampled: str, expected: bool) -> None:

@@ -194,6 +194,22 @@ class Unpicklable:
         return (_rebuild, (self.only_on,))
 
 
+def in_step_per_variant(
+    name: str,
+    variants: dict[str, Callable[..., Any]],
+    check: Callable[[str, Callable[..., Any]], str | None],
+) -> None:
+    """`check(variant, broadcast)` for each variant, with a barrier after each so that a rank
+    that raised stays in step; reports its problems (None: none) as check NAME."""
+    problems: list[str] = []
+    for variant, broadcast in variants.items():
+        problem = check(variant, broadcast)
+        if problem:
+            problems.append(f"{variant}: {problem}")
+        comm.Barrier()
+    report(name, problems)
+
+
 def check_receiver_failure(
     variants: dict[str, Callable[..., Any]] = VARIANTS,
     error: type[Exception] = BroadcastError,
@@ -201,43 +217,47 @@ def check_receiver_failure(
 ) -> None:
     """An object that unpickles only on the root: the root gets it (before: rebuilt), every
     other rank raises; `wrapped` variants raise `error` saying "Deserialization failed"."""
-    problems: list[str] = []
-    for variant, broadcast in variants.items():
+
+    def one(variant: str, broadcast: Callable[..., Any]) -> str | None:
         try:
             got = broadcast(comm, Unpicklable(only_on=0) if rank == 0 else None, root=0)
-            if rank != 0:
-                problems.append(f"{variant}: no error off root")
-            elif variant == "before" and got != "rebuilt":
-                problems.append(f"{variant}: root got {got!r}")
         except Exception as exc:  # an unwrapped variant raises the unpickler's own error
             if rank == 0:
-                problems.append(f"{variant}: root raised {exc!r}")
-            elif variant in wrapped and not (
+                return f"root raised {exc!r}"
+            if variant in wrapped and not (
                 isinstance(exc, error) and "Deserialization failed" in str(exc)
             ):
-                problems.append(f"{variant}: {exc!r}")
-        comm.Barrier()
-    report("receiver_failure", problems)
+                return repr(exc)
+            return None
+        if rank != 0:
+            return "no error off root"
+        if variant == "before" and got != "rebuilt":
+            return f"root got {got!r}"
+        return None
+
+    in_step_per_variant("receiver_failure", variants, one)
 
 
 def check_root_unpickle_failure() -> None:
     """before's root unpickles its own bytes, so it fails like upstream; after's root cannot."""
-    problems: list[str] = []
-    for variant, broadcast in VARIANTS.items():
+
+    def one(variant: str, broadcast: Callable[..., Any]) -> str | None:
         sent = Unpicklable() if rank == 0 else None
         try:
             got = broadcast(comm, sent, root=0)
-            if rank != 0 or variant == "before":
-                problems.append(f"{variant}: no error")
-            elif got is not sent:
-                problems.append(f"{variant}: root got a different object")
         except RuntimeError as exc:
             if rank == 0 and variant == "after":
-                problems.append(f"{variant}: root raised {exc}")
-            elif not str(exc).startswith("Deserialization failed"):
-                problems.append(f"{variant}: unclear message {exc}")
-        comm.Barrier()
-    report("root_unpickle_failure", problems)
+                return f"root raised {exc}"
+            if not str(exc).startswith("Deserialization failed"):
+                return f"unclear message {exc}"
+            return None
+        if rank != 0 or variant == "before":
+            return "no error"
+        if got is not sent:
+            return "root got a different object"
+        return None
+
+    in_step_per_variant("root_unpickle_failure", VARIANTS, one)
 
 
 def check_guards() -> None:
