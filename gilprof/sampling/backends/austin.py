@@ -64,7 +64,6 @@ from gilprof.sampling.backends.base import (
     SamplerSettings,
     WindowResult,
     run_sampler,
-    start_failure,
 )
 from gilprof.sampling.processes import INSTALL_HINTS, find_binary
 
@@ -364,10 +363,9 @@ class AustinBackend(Backend):
                     f"austin does not start on this system's glibc: {last_message(log)}; "
                     + INSTALL_HINT
                 )
-            raise start_failure(
+            raise run.start_failure(
                 "austin",
                 last_message(log),
-                interrupted=run.interrupted,
                 denied="insufficient permissions" in lowered or not may_read_memory(pid),
                 not_ready=any(phrase in lowered for phrase in _NOT_READY),
             )

@@ -86,21 +86,6 @@ def permission_hint(sampler: str) -> str:
     )
 
 
-def start_failure(
-    sampler: str, message: str, *, interrupted: bool, denied: bool, not_ready: bool
-) -> Exception:
-    """Why a sampler exited before its first sample, as the error the session acts on:
-    NotReady (interrupted, or a target it cannot read yet: the session tries again),
-    PermissionDenied (no ptrace: the user must act), or SamplerError."""
-    if interrupted:
-        return NotReady("interrupted before sampling started")
-    if denied:
-        return PermissionDenied(permission_hint(sampler))
-    if not_ready:
-        return NotReady(message)
-    return SamplerError(f"{sampler} failed: {message}")
-
-
 def realtime_refusal() -> str | None:
     """Why this process may not give a child SCHED_FIFO, or None when it may try.
 
@@ -190,6 +175,20 @@ class SamplerRun:
     @property
     def text(self) -> str:
         return "\n".join(self.lines)
+
+    def start_failure(
+        self, sampler: str, message: str, *, denied: bool, not_ready: bool
+    ) -> Exception:
+        """Why a sampler exited before its first sample, as the error the session acts on:
+        NotReady (interrupted, or a target it cannot read yet: the session tries again),
+        PermissionDenied (no ptrace: the user must act), or SamplerError."""
+        if self.interrupted:
+            return NotReady("interrupted before sampling started")
+        if denied:
+            return PermissionDenied(permission_hint(sampler))
+        if not_ready:
+            return NotReady(message)
+        return SamplerError(f"{sampler} failed: {message}")
 
 
 def run_sampler(

@@ -41,7 +41,6 @@ from gilprof.sampling.backends.base import (
     SamplerSettings,
     WindowResult,
     run_sampler,
-    start_failure,
 )
 from gilprof.sampling.processes import find_binary
 
@@ -265,10 +264,9 @@ class PySpyBackend(Backend):
         text_out = run.text
         if not run.started:
             lowered = text_out.lower()
-            raise start_failure(
+            raise run.start_failure(
                 "py-spy",
                 _last_error(text_out),
-                interrupted=run.interrupted,
                 denied="permission denied" in lowered or "operation not permitted" in lowered,
                 not_ready=any(phrase in lowered for phrase in _NOT_READY),
             )
