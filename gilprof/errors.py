@@ -8,45 +8,39 @@ from __future__ import annotations
 
 
 class GilprofError(Exception):
-    """A failure the user can act on; its message is printed as one line."""
+    """A failure the user can act on; its message is printed as one line. Each kind names its
+    exit code where it is declared: `class X(GilprofError, exit_code=N)`."""
 
     exit_code = 2
 
+    def __init_subclass__(cls, exit_code: int | None = None, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if exit_code is not None:
+            cls.exit_code = exit_code
 
-class UsageError(GilprofError):
+
+class UsageError(GilprofError, exit_code=2):
     """Options that contradict each other or name nothing."""
 
-    exit_code = 2
 
-
-class InputError(GilprofError):
+class InputError(GilprofError, exit_code=2):
     """A file gilprof was asked to read is missing, truncated or of an unknown format."""
 
-    exit_code = 2
 
-
-class TargetError(GilprofError):
+class TargetError(GilprofError, exit_code=3):
     """The process to sample does not exist, is not Python, or cannot be chosen."""
 
-    exit_code = 3
 
-
-class PermissionDenied(GilprofError):
+class PermissionDenied(GilprofError, exit_code=4):
     """The sampler may not read the target's memory."""
 
-    exit_code = 4
 
-
-class SamplerError(GilprofError):
+class SamplerError(GilprofError, exit_code=5):
     """The sampler binary is missing, too old, or failed in a way gilprof cannot retry."""
 
-    exit_code = 5
 
-
-class BudgetFailed(GilprofError):
+class BudgetFailed(GilprofError, exit_code=1):
     """A perf gate budget was exceeded (exit 1, as CI expects for a failed check)."""
-
-    exit_code = 1
 
 
 # Exit statuses that are outcomes rather than errors: the profile was written in both cases.

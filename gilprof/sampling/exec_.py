@@ -44,12 +44,12 @@ EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126
 
 
-class CommandNotFound(GilprofError):
-    exit_code = EXIT_NOT_FOUND
+class CommandNotFound(GilprofError, exit_code=EXIT_NOT_FOUND):
+    """The command to run does not exist (exit 127, as a shell says it)."""
 
 
-class CommandNotExecutable(GilprofError):
-    exit_code = EXIT_NOT_EXECUTABLE
+class CommandNotExecutable(GilprofError, exit_code=EXIT_NOT_EXECUTABLE):
+    """The command exists but may not be run (exit 126, as a shell says it)."""
 
 
 def is_selected(rank: int, wanted: set[int] | None) -> bool:
