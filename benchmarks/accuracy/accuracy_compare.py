@@ -87,17 +87,20 @@ def compare(
             continue
         if th.wait is not None:
             spinner = th.idle == 0 and th.native == 0
+            # a native call's GIL wait is its end minus its native part, which is a band
+            unsure_native = max(0.0, th.native_hi - th.native)
             add(
                 name,
                 "wait",
-                max(0.0, th.wait - (band if spinner else th.handoff_before)),
+                max(0.0, th.wait - (band if spinner else th.handoff_before) - unsure_native),
                 th.wait,
                 seen.get("wait_share") or 0.0,
             )
         if th.idle > 0:
             add(name, "idle", th.idle, th.idle, seen.get("idle_share") or 0.0)
         if th.native > 0:
-            add(name, "native", th.native, th.native, seen.get("native_share") or 0.0)
+            hi = max(th.native, th.native_hi)
+            add(name, "native", th.native, hi, seen.get("native_share") or 0.0)
         if seen.get("unclassified_share"):
             add(name, "unclassified", 0.0, 0.0, seen["unclassified_share"])
     watch = {w["function"]: w for w in report.get("watch", [])}

@@ -82,7 +82,9 @@ class ThreadTruth:
     handoff_after: float  # hand-offs that start after a run of this thread
     wait: float | None  # spinners: 1 - held; nappers: end of the native part to the GIL back
     idle: float
-    native: float
+    native: float  # from the CPU time of each native call: a lower bound without a free core
+    native_hi: float  # upper bound: each call's native part ends a switch interval or more
+    # before the other thread drops the GIL to it (see _native_ends)
     cpu: float | None  # thread CPU time / wall, from checkpoints (None without them)
 
 
@@ -123,6 +125,27 @@ def iteration_rate(record: dict[str, Any], windows: Sequence[Interval]) -> float
     return sum(i for _, i, _ in sums) / seconds if seconds > 0 else None
 
 
+def _native_ends(
+    naps: Sequence[Sequence[float]], other_ends: list[float], switch_s: float
+) -> list[Interval]:
+    """The latest possible native part of each GIL-releasing call (start, native end, end).
+
+    After the native code the thread waits for the GIL; the only other Python thread (a
+    spinner) never releases it unasked, so it is dropped by a forced switch, which the waiter
+    requests `switch_s` after it starts waiting and the holder makes at its next check, later
+    still if it is preempted. So the native part ended no later than the holder's last run
+    end before the call returned, minus `switch_s` (and never before the CPU-time estimate).
+    Where no other thread ran during the call, the GIL was free: the whole call is the bound.
+    """
+    out: list[Interval] = []
+    for start, native_end, end in naps:
+        i = bisect.bisect_right(other_ends, end) - 1
+        drop = other_ends[i] if i >= 0 and other_ends[i] > start else None
+        latest = end if drop is None else min(end, drop - switch_s)
+        out.append((start, max(native_end, latest)))
+    return out
+
+
 def truth_over(record: dict[str, Any], windows: Sequence[Interval]) -> Truth:
     """Ground-truth shares over the union of `windows` (perf_counter seconds)."""
     windows = sorted(windows)
@@ -161,7 +184,12 @@ def truth_over(record: dict[str, Any], windows: Sequence[Interval]) -> Truth:
     if timeline:
         held[timeline[-1][2]].append(timeline[-1][:2])
     out: dict[str, ThreadTruth] = {}
+    switch_s = float(record.get("switch_interval", 0.005))
     for name, t in threads.items():
+        native_hi = 0.0
+        if t["nap_kind"] == "native":
+            other_ends = sorted(e for s, e, who in timeline if who != name)
+            native_hi = _clip(_native_ends(t["naps"], other_ends, switch_s), windows) / wall
         share = _clip(held[name], windows) / wall
         released = _clip([(s, n) for s, n, _ in t["naps"]], windows) / wall
         nap_wait = _clip([(n, e) for _, n, e in t["naps"]], windows) / wall
@@ -174,6 +202,7 @@ def truth_over(record: dict[str, Any], windows: Sequence[Interval]) -> Truth:
             nap_wait if t["naps"] else 1.0 - share,
             released if t["nap_kind"] == "idle" else 0.0,
             released if t["nap_kind"] == "native" else 0.0,
+            native_hi,
             cpu / seconds if seconds > 0 else None,
         )
     maybe = {name: held[name] + before[name] + after[name] for name in threads}

@@ -26,7 +26,11 @@ GIL-releasing calls ("naps") are bracketed by timestamps: (start, native_end, en
 time.sleep the native part ends at the requested deadline (CPython sleeps to an absolute
 CLOCK_MONOTONIC deadline; timer slack is set to 1 ns where prctl allows), so [native_end,
 end] is the wait to take the GIL back, which survives load. For zlib.compress the native end
-is estimated as start + thread CPU time of the call, which is only right with a free core.
+is estimated as start + thread CPU time of the call, which is only right with a free core;
+under load or sampler pauses the native part runs longer than its CPU time, so the truth also
+bounds it from above: the GIL comes back by a forced switch, which the spinner makes one
+switch interval (recorded) or more after the waiter asked, so the call's native part ended
+at least that long before the spinner's last run ends (accuracy_truth.py).
 
 Stdlib only: targets run on every interpreter under test without gilprof installed. The arithmetic
 that turns a record into shares over the sampled interval is in accuracy_truth.py.
@@ -160,9 +164,15 @@ def compressor(rec: Recorder) -> None:
     data = (b"gilprof accuracy " * 64 + os.urandom(256)) * (ZLIB_BLOCK // 1344 + 1)
     while not STOP[0]:
         compute(rec, now() + SLEEPER_WORK_S)
-        t0, c0 = now(), cpu()
+        # The clock reads bracket the call alone: thread_time() is a system call (no vDSO),
+        # made with the GIL held, and on a loaded machine the thread is often preempted on
+        # its way back from it; inside the bracket that time read as a GIL wait (13% of
+        # ticks beside 2 hogs, accuracy_ticks.py).
+        c0 = cpu()
+        t0 = now()
         zlib.compress(data[:ZLIB_BLOCK], 6)
-        c1, t1 = cpu(), now()
+        t1 = now()
+        c1 = cpu()
         rec.naps.append((t0, t0 + (c1 - c0), t1))
 
 
@@ -292,6 +302,7 @@ def run_target(name: str, max_seconds: float) -> dict[str, Any]:
     return {
         "workload": name,
         "python": sys.version.split()[0],
+        "switch_interval": sys.getswitchinterval(),
         "started": started,
         "ended": time.perf_counter(),
         "threads": [r.to_dict() for r in recorders],
