@@ -146,9 +146,7 @@ def hogs(count: int) -> Iterator[None]:
     """`count` CPU-bound processes, each in a session of its own (another user's job: Linux
     autogroups share the CPU between sessions), for the duration of the block."""
     started = [
-        subprocess.Popen(
-            [sys.executable, "-c", HOG], start_new_session=True, stdin=subprocess.DEVNULL
-        )
+        _common.start_in_session([sys.executable, "-c", HOG], stdout=None, stderr=None)
         for _ in range(count)
     ]
     try:
@@ -163,7 +161,7 @@ def hogs(count: int) -> Iterator[None]:
 def _sample(
     config: Config, python: str, workdir: Path, nice: int | None, baseline_s: float
 ) -> Sampled:
-    target = subprocess.Popen(
+    target = _common.start_in_session(
         [
             python,
             str(HERE / "workloads.py"),
@@ -174,7 +172,6 @@ def _sample(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        start_new_session=True,
     )
     attach: subprocess.Popen[bytes] | None = None
     try:

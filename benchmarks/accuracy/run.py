@@ -118,8 +118,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__,
     )
-    parser.add_argument("--quick", action="store_true", help="3 s runs and short sweeps")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    _common.output_options(
+        parser, quick="3 s runs and short sweeps", json_help="print JSON instead of tables"
+    )
     parser.add_argument("--python", default=sys.executable, help="interpreter of the targets")
     parser.add_argument(
         "--only",

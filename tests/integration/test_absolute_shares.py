@@ -29,20 +29,17 @@ however loaded the machine is.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from gilprof.sampling.backends.base import realtime_refusal
 
-from .conftest import ROOT
+from .conftest import accuracy_module
 
 pytestmark = pytest.mark.integration
 
@@ -68,20 +65,6 @@ CONTENTION_MARGIN = 0.02
 # test checks that the profile says so, and the direction and destination of the error.
 
 
-def _module(name: str) -> ModuleType:
-    """A module of benchmarks/accuracy; loading run.py first puts that folder on sys.path."""
-    runner = "gilprof_accuracy_run"  # the name tests/integration/test_accuracy_short.py uses
-    if runner not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            runner, ROOT / "benchmarks" / "accuracy" / "run.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[runner] = module
-        spec.loader.exec_module(module)
-    return importlib.import_module(name)
-
-
 @dataclass
 class Run:
     rows: dict[tuple[str, str], Any]  # (subject, metric) -> accuracy_compare.Row
@@ -96,9 +79,9 @@ class Run:
 
 def _run(tmp_path: Path, workload: str, mode: str, realtime: bool = True) -> Run:
     sample, compare, truth = (
-        _module("accuracy_sample"),
-        _module("accuracy_compare"),
-        _module("accuracy_truth"),
+        accuracy_module("accuracy_sample"),
+        accuracy_module("accuracy_compare"),
+        accuracy_module("accuracy_truth"),
     )
     rate, seconds = (
         (GIL_RATE, GIL_SECONDS) if mode == "gil" else (CONTENTION_RATE, CONTENTION_SECONDS)
