@@ -69,11 +69,16 @@ NORMAL_PRIORITY_NOTE = (
     "ticks missed go to the thread that held the GIL next; longer holds are unaffected. Run "
     "gilprof as root or with CAP_SYS_NICE to sample at SCHED_FIFO priority"
 )
+# Measured tick by tick (benchmarks/accuracy/accuracy_ticks.py, docs/accuracy.md): py-spy
+# 0.4.3 stops the target's threads one at a time, and a thread asleep in a system call must
+# get a core to stop, so the threads not yet stopped run on meanwhile.
 CONTENTION_NOTE = (
-    "contention mode pauses the target at every tick (py-spy --native cannot sample without "
-    "stopping it): per-thread shares of held, wait and native time are right to ~5 points over "
-    "tens of seconds on an idle machine, but states shorter than ~1 ms and any share under CPU "
-    "load are unreliable; for held shares use gil mode, which does not pause the target"
+    "contention mode pauses the target at every tick, one thread after another (py-spy "
+    "--native cannot sample without stopping it); without a free core the threads not yet "
+    "stopped run on for up to a few ms, so GIL holds and native calls shorter than ~10 ms read "
+    "low (measured: 5 ms holds every 50 ms at half their share, 1.6 ms zlib calls at 20-40%); "
+    "waits, and threads that never sleep, are within 5 points. For held shares use gil mode, "
+    "which does not pause the target"
 )
 
 

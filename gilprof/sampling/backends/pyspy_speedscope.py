@@ -2,7 +2,9 @@
 
 Contention mode reads py-spy's speedscope output: with --idle every live thread is recorded
 at every tick, in order, so the k-th sample of every thread that lived through the window
-belongs to the same tick, and counts are exact. (The chrometrace format was used first:
+belongs to the same tick (one lock round: py-spy stops the threads one after another, so a
+round spans up to a few ms across threads; see pyspy.CONTENTION_NOTE), and counts are exact.
+(The chrometrace format was used first:
 its timestamps are when py-spy processed a sample, not when it took it, and after a stall
 py-spy samples back to back, so weighting stacks by time until the next change charged each
 stall to the state sampled just before it: a thread that computes in bursts between sleeps
