@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -86,6 +87,22 @@ def accuracy_runner() -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+# Tolerance of an absolute share, in points of wall time: Z binomial standard errors of the
+# truth p at n ticks (py-spy draws its ticks at random intervals, so ticks are independent
+# draws of the state), plus the residual bias each test documents. Z = 4: a test file asserts
+# ~20 shares, and at 4 SE the chance that sampling noise alone fails one is ~1e-3.
+SHARE_Z = 4.0
+# contention mode: py-spy cannot name some frames, so part of a GIL wait comes out
+# "unclassified", and the target's clock reads come out "native"; gilprof reports both per
+# thread, and a thread's held and wait shares may each miss by what it reported there. On top,
+# 2 points: pausing the target at every tick stretches the state it paused (docs/accuracy.md).
+CONTENTION_MARGIN = 0.02
+
+
+def share_tolerance(truth: float, ticks: float, margin: float) -> float:
+    return SHARE_Z * math.sqrt(truth * (1 - truth) / ticks) + margin
 
 
 def accuracy_module(name: str) -> ModuleType:

@@ -8,7 +8,7 @@ inside each function, and who held the GIL on the merged time line of all thread
 where a GIL hand-off could belong to either side; see workloads.py). So it stays right on a
 loaded machine, and the assertions are on absolute shares of wall time, not on ratios.
 
-Tolerance of every share, in points of wall time (see `tolerance`):
+Tolerance of every share, in points of wall time (conftest.share_tolerance):
 
     Z * sqrt(p * (1 - p) / n) + margin
 
@@ -29,7 +29,6 @@ however loaded the machine is.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,11 +38,10 @@ import pytest
 
 from gilprof.sampling.backends.base import realtime_refusal
 
-from .conftest import accuracy_module
+from .conftest import CONTENTION_MARGIN, accuracy_module, share_tolerance
 
 pytestmark = pytest.mark.integration
 
-Z = 4.0
 GIL_RATE, GIL_SECONDS = 500, 6.0
 CONTENTION_RATE, CONTENTION_SECONDS = 200, 6.0
 # gil mode at SCHED_FIFO: the truth's intervals are the py-spy processes' lifetimes, polled
@@ -52,12 +50,6 @@ CONTENTION_RATE, CONTENTION_SECONDS = 200, 6.0
 # truth and gilprof; in the benchmark's 20 s runs (quiet and beside 2 CPU hogs) no
 # exact-truth share was off by more than 1.4 points with SE ~1.
 GIL_MARGIN = 0.01
-# contention mode (blocking, never SCHED_FIFO): py-spy cannot name some frames, so part of a
-# GIL wait comes out "unclassified", and the target's clock reads (clock_gettime in [vdso])
-# come out "native"; gilprof reports both per thread, and a thread's held and wait shares
-# may each miss by what it reported there. On top, 2 points: pausing the target at every
-# tick stretches whatever state it paused (measured in benchmarks/accuracy/README.md).
-CONTENTION_MARGIN = 0.02
 # Sampler at normal priority (no CAP_SYS_NICE): it wakes late exactly when the target
 # just woke, so a GIL hold shorter than ~1 ms right after a sleep reads low; measured on
 # `burst` (0.3 ms holds after 4 ms sleeps): 0.4-1.1% for a truth of 3.2% on an idle
@@ -103,15 +95,10 @@ def _run(tmp_path: Path, workload: str, mode: str, realtime: bool = True) -> Run
     )
 
 
-def tolerance(truth: float, ticks: float, margin: float) -> float:
-    """Z binomial standard errors of the truth at `ticks` draws, plus the known bias."""
-    return Z * math.sqrt(truth * (1 - truth) / ticks) + margin
-
-
 def _check(run: Run, subject: str, metric: str, margin: float) -> None:
     row = run.rows[(subject, metric)]
     truth = (row.truth_lo + row.truth_hi) / 2
-    limit = tolerance(truth, run.ticks, margin)
+    limit = share_tolerance(truth, run.ticks, margin)
     # Shown with a failure (and with -s): how close each share came to its tolerance.
     print(
         f"share {subject} {metric}: error {100 * row.error:.2f} limit {100 * limit:.2f} "
@@ -172,7 +159,7 @@ def _check_short_holds_at_normal_priority(run: Run) -> None:
     assert any("not at real-time priority" in m for m in run.messages), run.messages
     burst = run.rows[("burst_fn", "function")]
     # Short holds read low, never high...
-    limit = tolerance(burst.truth_hi, run.ticks, GIL_MARGIN)
+    limit = share_tolerance(burst.truth_hi, run.ticks, GIL_MARGIN)
     assert burst.measured <= burst.truth_hi + limit, burst
     # ...and the ticks missed go to the spinner, which held the GIL next: its share is off
     # by at most what the burst thread lost.
