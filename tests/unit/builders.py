@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gilprof.model import Frame, Mode, Sample, SamplingInfo, Target, ThreadState
 from gilprof.profile import Profile
@@ -181,3 +182,21 @@ def truncated_profile(folder: Path) -> Path:
     path = folder / "truncated.json"
     path.write_text(full[: len(full) // 2])
     return path
+
+
+def attach_request(monkeypatch: Any, args: list[str]) -> Any:
+    """The CaptureRequest `gilprof attach ARGS` hands to the capture (which is not run)."""
+    from click.testing import CliRunner
+
+    import gilprof.cli.attach as attach_cli
+
+    seen = []
+
+    def record(request: Any, _observer: Any) -> None:
+        seen.append(request)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(attach_cli, "capture", record)
+    result = CliRunner().invoke(attach_cli.command, args)
+    assert len(seen) == 1, result.output
+    return seen[0]

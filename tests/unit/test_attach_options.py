@@ -4,9 +4,10 @@ and what the user gave wins (checked on the request attach hands to the capture)
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
 from gilprof.model import Mode
+
+from .builders import attach_request
 
 RECIPE = """
 name = "slow-wall"
@@ -28,23 +29,8 @@ def recipe_file(tmp_path):
     return str(path)
 
 
-def _request(monkeypatch, args: list[str]):
-    import gilprof.cli.attach as attach_cli
-
-    seen = []
-
-    def record(request, _observer):
-        seen.append(request)
-        raise SystemExit(0)
-
-    monkeypatch.setattr(attach_cli, "capture", record)
-    result = CliRunner().invoke(attach_cli.command, args)
-    assert len(seen) == 1, result.output
-    return seen[0]
-
-
 def test_recipe_sampling_defaults_apply_when_no_flag_is_given(monkeypatch, recipe_file):
-    request = _request(monkeypatch, ["--recipe", recipe_file])
+    request = attach_request(monkeypatch, ["--recipe", recipe_file])
     assert request.settings.mode is Mode.WALL and request.settings.rate_hz == 37
     assert request.settings.native and request.settings.blocking  # native implies blocking
     assert request.duration == 5 and request.rank == 2
@@ -52,19 +38,19 @@ def test_recipe_sampling_defaults_apply_when_no_flag_is_given(monkeypatch, recip
 
 def test_flags_the_user_gives_win_over_the_recipe(monkeypatch, recipe_file):
     args = ["--recipe", recipe_file, "--mode", "gil", "-r", "250", "-d", "1.5", "--rank", "0"]
-    request = _request(monkeypatch, args)
+    request = attach_request(monkeypatch, args)
     assert request.settings.mode is Mode.GIL and request.settings.rate_hz == 250
     assert request.duration == 1.5 and request.rank == 0
     assert request.settings.native  # not given: still the recipe's
 
 
 def test_without_a_recipe_the_cli_defaults_hold(monkeypatch):
-    request = _request(monkeypatch, ["--pid", "1", "--window", "0.5"])
+    request = attach_request(monkeypatch, ["--pid", "1", "--window", "0.5"])
     assert request.settings.mode is Mode.GIL and request.settings.rate_hz == 100
     assert not request.settings.native and not request.settings.blocking
     assert request.window_s == 0.5 and request.duration is None
 
 
 def test_contention_mode_always_reads_native_stacks(monkeypatch):
-    request = _request(monkeypatch, ["--pid", "1", "--mode", "contention"])
+    request = attach_request(monkeypatch, ["--pid", "1", "--mode", "contention"])
     assert request.settings.native and request.settings.blocking

@@ -5,7 +5,6 @@ from __future__ import annotations
 import builtins
 
 import pytest
-from click.testing import CliRunner
 
 from gilprof.recipes import parse_recipe
 from gilprof.sampling.roles import (
@@ -17,6 +16,8 @@ from gilprof.sampling.roles import (
     normalise,
     parse_simple_yaml,
 )
+
+from .builders import attach_request
 
 LEADER = CommandLine(300, ("python3", "-m", "tensorrt_llm.llmapi.mgmn_leader_node"))
 LAUNCH = CommandLine(200, ("bash", "/usr/bin/trtllm-llmapi-launch", "trtllm-serve", "model"))
@@ -189,30 +190,15 @@ def test_recipe_target_gives_role_rules():
     assert plain.target.role_rules("y") is None
 
 
-def _attach_request(monkeypatch, args: list[str]):
-    import gilprof.cli.attach as attach_cli
-
-    seen = []
-
-    def record(request, _observer):
-        seen.append(request)
-        raise SystemExit(0)
-
-    monkeypatch.setattr(attach_cli, "capture", record)
-    CliRunner().invoke(attach_cli.command, args)
-    assert len(seen) == 1
-    return seen[0]
-
-
 def test_attach_takes_role_and_role_rules_from_the_recipe(monkeypatch):
-    selection = _attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen", "-d", "1"]).selection
+    selection = attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen", "-d", "1"]).selection
     assert selection.role == "GEN"
-    assert _attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen"]).rank == 0
+    assert attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen"]).rank == 0
     # with a role, the recipe's parent_match tells the role; it no longer filters
     assert selection.parent_match is None
     assert selection.rules.parent_match == r"start_worker\.sh .*GEN"
-    request = _attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen", "--role", "ctx"])
+    request = attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen", "--role", "ctx"])
     assert request.selection.role == "ctx"
-    selection = _attach_request(monkeypatch, ["--recipe", "torchrun"]).selection  # a filter
+    selection = attach_request(monkeypatch, ["--recipe", "torchrun"]).selection  # a filter
     assert selection.role is None and selection.parent_match and selection.rules is None
-    assert _attach_request(monkeypatch, ["--role", "gen", "--ranks", "all"]).selection.role == "gen"
+    assert attach_request(monkeypatch, ["--role", "gen", "--ranks", "all"]).selection.role == "gen"
