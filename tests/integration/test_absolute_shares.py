@@ -10,13 +10,16 @@ loaded machine, and the assertions are on absolute shares of wall time, not on r
 
 Tolerance of every share, in points of wall time (conftest.share_tolerance):
 
-    Z * sqrt(p * (1 - p) / n) + margin
+    Z * spread * sqrt(p * (1 - p) / n) + margin
 
 - `p` is the truth and `n` the ticks gilprof counted (py-spy's exact tick count): the
   binomial error of a proportion. py-spy spaces its ticks at random (exponential intervals),
   so ticks are independent draws of the state even when the state itself is periodic.
 - Z = 4: about 20 shares are asserted per run of this file; at 4 standard errors the chance
   that sampling noise alone fails one is ~1e-3.
+- `spread` is 1 in gil mode; in contention mode, whose pauses tie a tick's state to the last
+  one's, it is the measured ratio of the run-to-run spread to the binomial error
+  (conftest.CONTENTION_SPREAD).
 - `margin` is the residual bias gilprof is known to have, each documented where it is set.
 
 Rates are 500 Hz in gil mode (n ~ 3000 in 6 s: 4 SE of a 20% share is 2.9 points) and 200
@@ -38,7 +41,7 @@ import pytest
 
 from gilprof.sampling.backends.base import realtime_refusal
 
-from .conftest import CONTENTION_MARGIN, accuracy_module, share_tolerance
+from .conftest import CONTENTION_MARGIN, CONTENTION_SPREAD, accuracy_module, share_tolerance
 
 pytestmark = pytest.mark.integration
 
@@ -95,10 +98,10 @@ def _run(tmp_path: Path, workload: str, mode: str, realtime: bool = True) -> Run
     )
 
 
-def _check(run: Run, subject: str, metric: str, margin: float) -> None:
+def _check(run: Run, subject: str, metric: str, margin: float, spread: float = 1.0) -> None:
     row = run.rows[(subject, metric)]
     truth = (row.truth_lo + row.truth_hi) / 2
-    limit = share_tolerance(truth, run.ticks, margin)
+    limit = share_tolerance(truth, run.ticks, margin, spread)
     # Shown with a failure (and with -s): how close each share came to its tolerance.
     print(
         f"share {subject} {metric}: error {100 * row.error:.2f} limit {100 * limit:.2f} "
@@ -184,8 +187,9 @@ def test_contention_mode_held_wait_and_blame_of_two_spinners(tmp_path):
     for name, other in (("spin-0", "spin-1"), ("spin-1", "spin-0")):
         seen = run.thread(name)
         unknown = (seen.get("unclassified_share") or 0.0) + (seen.get("native_share") or 0.0)
-        _check(run, name, "held", CONTENTION_MARGIN + unknown)
-        _check(run, name, "wait", CONTENTION_MARGIN + unknown)
+        margin = CONTENTION_MARGIN + unknown
+        _check(run, name, "held", margin, CONTENTION_SPREAD)
+        _check(run, name, "wait", margin, CONTENTION_SPREAD)
         # A blame share counts ticks where this thread's stack reads as a GIL wait, so the
         # waits py-spy could not name come out of it as they come out of the wait share.
-        _check(run, f"{name} <- {other}", "blame", CONTENTION_MARGIN + unknown)
+        _check(run, f"{name} <- {other}", "blame", margin, CONTENTION_SPREAD)
