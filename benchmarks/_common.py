@@ -72,7 +72,11 @@ def start_in_session(
     **popen: Any,
 ) -> subprocess.Popen[bytes]:
     """`argv` in a session (and process group) of its own, its streams /dev/null unless given:
-    `stop_session` then stops it whole, and a Ctrl-C at the terminal reaches only this script."""
+    `stop_session` then stops it whole, and a Ctrl-C at the terminal reaches only this script.
+
+    Not gilprof.sampling.processes.Child: that registers the child as gilprof's own, and
+    discovery never picks its own processes as targets, while a benchmark's jobs are targets.
+    """
     return subprocess.Popen(
         list(argv), stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True, **popen
     )

@@ -275,10 +275,7 @@ def _capture_ranks(run: _Run) -> list[Profile]:
         run.launched, request.ranks, request.job, request.selection, request.wait_timeout, run.stop
     )
     folder = request.output or f"gilprof-{datetime.now():%Y%m%d-%H%M%S}"
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise UsageError(f"with --ranks, -o names a folder; {folder} is a file")
-    os.makedirs(folder, exist_ok=True)
-    check_output_writable(os.path.join(folder, "x.json"))
+    prepare_folder(folder)
     targets = [make_target(info, request.keep_cmdline) for info in infos]
     observer.message(
         f"sampling {len(targets)} ranks: "

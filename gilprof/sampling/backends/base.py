@@ -161,7 +161,7 @@ def _sampler_process(
 
 @dataclass
 class SamplerRun:
-    """One sampler process's run, as drive() saw it."""
+    """One sampler process's run, as run_sampler() saw it."""
 
     lines: list[str]  # its output, a line each (progress-bar updates split at \r), blank ones too
     started: bool  # it printed the line that says it has found the interpreter
