@@ -242,9 +242,11 @@ def still_running(pids: Iterable[int]) -> list[int]:
     return [p for p in pids if running(p)]
 
 
-def samplers_of(proc: subprocess.Popen) -> list[int]:
-    """gilprof's py-spy processes now (`proc` is gilprof); the test fails when there are none."""
-    samplers = pyspy_children(proc.pid)
+def samplers_of(proc: subprocess.Popen, timeout: float = 10.0) -> list[int]:
+    """gilprof's py-spy processes (`proc` is gilprof); the test fails when none runs within
+    `timeout`. Waited for: between two windows one py-spy has exited and the next not yet
+    started."""
+    samplers = wait_for(lambda: pyspy_children(proc.pid), timeout)
     assert samplers, "py-spy was not running as gilprof's child"
     return samplers
 
