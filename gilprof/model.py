@@ -15,6 +15,7 @@ from typing import Any
 class Mode(str, Enum):
     """What a sampling tick records."""
 
+    STATES = "states"  # GIL holders' stacks (py-spy) + every thread's state (gilprof's reader)
     GIL = "gil"  # only the thread holding the GIL
     WALL = "wall"  # every thread, idle ones included
     CPU = "cpu"  # threads the sampler sees as active
@@ -26,7 +27,18 @@ class Mode(str, Enum):
     @property
     def knows_gil(self) -> bool:
         """Whether samples say which thread held the GIL."""
-        return self in (Mode.GIL, Mode.CONTENTION)
+        return self in (Mode.STATES, Mode.GIL, Mode.CONTENTION)
+
+    @property
+    def reads_states(self) -> bool:
+        """Whether windows carry every thread's state (held, waiting, native, idle) as spans."""
+        return self in (Mode.STATES, Mode.CONTENTION)
+
+    @property
+    def counts_holders(self) -> bool:
+        """Whether window counts are GIL holders' stacks sampled at exact ticks (py-spy
+        --gil), as opposed to every thread's stack at each tick."""
+        return self in (Mode.STATES, Mode.GIL)
 
 
 class ThreadState(str, Enum):

@@ -64,6 +64,14 @@ class Contention:
 NO_HOLDER = "(nobody: GIL in hand-off)"
 
 
+def has_spans(profile: object) -> bool:
+    """Whether the profile recorded every thread's state (states or contention mode)."""
+    from gilprof.profile import Profile
+
+    assert isinstance(profile, Profile)
+    return profile.sampling.mode.reads_states and any(w.spans for w in profile.windows)
+
+
 def analyze(profile: object) -> Contention:
     """Contention figures from a contention-mode profile's spans (time-weighted)."""
     from gilprof.analysis.attribution import thread_label

@@ -117,9 +117,9 @@ def _busy_state(state: ThreadState) -> bool:
     )
 
 
-def _thread_samples(profile: Profile) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for index, count in profile.total_counts().items():
+def _thread_samples(profile: Profile) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for index, count in profile.state_totals().items():
         tid = profile.stacks[index].tid
         out[tid] = out.get(tid, 0) + count
     return out
@@ -127,7 +127,7 @@ def _thread_samples(profile: Profile) -> dict[int, int]:
 
 def _watched_tids(profile: Profile, watch: Sequence[str]) -> set[int]:
     tids = set()
-    for index in profile.total_counts():
+    for index in profile.state_totals():
         stack = profile.stacks[index]
         if stack.tid not in tids and any(
             f.matches(w) for f in profile.stack_frames(index) for w in watch
@@ -185,9 +185,9 @@ def choose_loop_thread(
     )
 
 
-def _busy_counts(profile: Profile, device_wait: Sequence[str]) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for index, count in profile.total_counts().items():
+def _busy_counts(profile: Profile, device_wait: Sequence[str]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for index, count in profile.state_totals().items():
         stack = profile.stacks[index]
         if _busy_state(stack.state) and not _is_device_wait(
             profile.stack_frames(index), stack.state, device_wait
@@ -203,15 +203,15 @@ def loop_time(
     names = tuple(dict.fromkeys(device_wait))
     mode = profile.sampling.mode
     kinds: dict[int, str] = {}  # stack index -> busy / device / other, for this thread
-    held_total = gil_wait = native = other = 0
+    held_total = gil_wait = native = other = 0.0
     busy_num: list[float] = []
     device_num: list[float] = []
     dens: list[float] = []
     all_held: list[float] = []
-    samples = 0
+    samples = 0.0
     for window in profile.windows:
-        b = d = n = h_all = 0
-        for index, count in window.counts.items():
+        b = d = n = h_all = 0.0
+        for index, count in profile.state_weights(window).items():
             stack = profile.stacks[index]
             if stack.state is ThreadState.HELD:
                 h_all += count
@@ -265,11 +265,11 @@ def loop_time(
             None,
             None,
             utilization,
-            samples,
+            round(samples),
             len(usable),
         )
     device = batch_share(pick(device_num), den)
-    contention = mode is Mode.CONTENTION
+    contention = mode.reads_states
     return LoopTime(
         thread,
         mode,
@@ -280,6 +280,6 @@ def loop_time(
         native / total if contention else None,
         other / total,
         None,
-        samples,
+        round(samples),
         len(usable),
     )

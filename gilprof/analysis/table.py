@@ -130,9 +130,23 @@ def build_table(
     else:
         _fold_totals(profile, folder)
     folder.finish()
+    if mode is Mode.STATES:  # every thread's states are the reader's spans, not the counts
+        table.states = _span_states(profile)
     for tid in {*table.held, *table.states}:
         table.thread_names[tid] = thread_label(profile, tid)
     return table
+
+
+def _span_states(profile: Profile) -> dict[int, dict[ThreadState, Series]]:
+    """states[tid][state][window] from a states-mode profile's spans, in ticks."""
+    states: dict[int, dict[ThreadState, Series]] = {}
+    stacks = profile.stacks
+    for index, window in enumerate(profile.windows):
+        for stack_index, weight in profile.state_weights(window).items():
+            stack = stacks[stack_index]
+            row = states.setdefault(stack.tid, {}).setdefault(stack.state, {})
+            row[index] = row.get(index, 0) + weight  # type: ignore[assignment]
+    return states
 
 
 def _fold_per_window(profile: Profile, folder: _Folder) -> None:

@@ -19,9 +19,10 @@ from gilprof.steps import DEFAULT_SKIP_WARMUP
 F = TypeVar("F", bound=Callable[..., Any])
 
 MODE_HELP = (
-    "gil: only the GIL holder; wall: all threads, idle included; cpu: active threads; "
-    "contention: all threads with native frames, to tell holding, waiting for the GIL, "
-    "native and idle apart (pauses the target per sample)."
+    "states: the GIL holder's stacks plus every thread's state (holds, waits for the GIL, "
+    "runs native code, idle), read without pausing the target; gil: only the GIL holder; "
+    "wall: all threads, idle included; cpu: active threads; contention: the same states "
+    "as `states` from native stacks (pauses the target per sample)."
 )
 
 
@@ -140,12 +141,14 @@ sampling_options = packed(
     click.option(
         "--mode",
         type=click.Choice([m.value for m in Mode]),
-        default="gil",
+        default="states",
         show_default=True,
         help=MODE_HELP,
     ),
     click.option(
-        "--native", is_flag=True, help="Include native (C/C++) frames; implies --blocking."
+        "--native",
+        is_flag=True,
+        help="Include native (C/C++) frames; implies --blocking (in states mode: contention).",
     ),
     click.option(
         "--blocking",

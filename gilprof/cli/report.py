@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from gilprof.analysis.attribution import attribute
-from gilprof.analysis.contention import analyze
+from gilprof.analysis.contention import analyze, has_spans
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.ranks import compare_ranks
 from gilprof.cli._options import (
@@ -19,7 +19,6 @@ from gilprof.cli._output import emit
 from gilprof.cli._recipe import recipe_option, watch_list
 from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import UsageError
-from gilprof.model import Mode
 from gilprof.profile import load_profiles
 from gilprof.recipes import Recipe
 from gilprof.renderers import info
@@ -41,7 +40,8 @@ from gilprof.renderers.report import ReportData
 @click.option(
     "--contention",
     is_flag=True,
-    help="GIL wait per thread and function, and the blame matrix (--mode contention profiles).",
+    help="GIL wait per thread and function, and the blame matrix (shown by default for "
+    "profiles that recorded every thread's state: states and contention mode).",
 )
 @watch_options
 @recipe_option
@@ -99,11 +99,14 @@ def command(
         warnings.append(recipe.target.missing_threads(loaded.threads.values()))
     for warning in filter(None, warnings):
         click.echo(f"gilprof: warning: {profiles[0]}: {warning}", err=True)
-    if contention and loaded.sampling.mode is not Mode.CONTENTION:
+    if contention and not loaded.sampling.mode.reads_states:
         raise UsageError(
-            f"--contention needs a profile sampled with --mode contention; {profiles[0]} is "
-            f"{loaded.sampling.mode} mode, which records who holds the GIL but not who waits"
+            f"--contention needs a profile sampled with --mode states (the default) or "
+            f"contention; {profiles[0]} is {loaded.sampling.mode} mode, which records who "
+            "holds the GIL but not who waits"
         )
+    # every thread's state was recorded: waits and blame are part of the answer
+    contention = contention or has_spans(loaded)
     judged = None
     if steps_log:
         judged = verdict.judge(loaded, verdict.steps(steps_log, loaded), recipe, watched)

@@ -15,7 +15,7 @@ from collections.abc import ItemsView, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gilprof.model import Frame, Sample, SamplingInfo, Target, ThreadState
+from gilprof.model import Frame, Mode, Sample, SamplingInfo, Target, ThreadState
 from gilprof.profile.files import read_json_file, write_json_atomic
 
 SCHEMA_V1 = "gilprof.profile/1"  # one JSON document, written when sampling ends
@@ -218,6 +218,31 @@ class Profile:
         for window in self.windows:
             for index, count in window.counts.items():
                 totals[index] = totals.get(index, 0) + count
+        return totals
+
+    def state_weights(self, window: Window) -> Mapping[int, float]:
+        """Every thread's time per stack (and so per state) in `window`, in ticks.
+
+        Contention mode counts every thread at every tick, so these are its counts. States
+        mode counts only the GIL holders (py-spy); every thread's state is in the reader's
+        spans, whose seconds are scaled to the window's ticks. Other modes: the counts.
+        """
+        if self.sampling.mode is not Mode.STATES:
+            return window.counts
+        scale = window.ticks / window.seconds if window.seconds > 0 else 0.0
+        out: dict[int, float] = {}
+        for _tid, stack, a, b in window.spans:
+            out[stack] = out.get(stack, 0.0) + (b - a) * scale
+        return out
+
+    def state_totals(self) -> dict[int, float]:
+        """state_weights summed over the windows."""
+        if self.sampling.mode is not Mode.STATES:
+            return dict(self.total_counts())
+        totals: dict[int, float] = {}
+        for window in self.windows:
+            for index, weight in self.state_weights(window).items():
+                totals[index] = totals.get(index, 0.0) + weight
         return totals
 
     def samples(self) -> Iterator[Sample]:

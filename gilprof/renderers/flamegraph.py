@@ -113,7 +113,7 @@ def wait_flame(profile: Profile) -> Flame:
     (thread and innermost Python function), in seconds of overlap."""
     root = Node(ROOT_NAME)
     holders = _holders_by_waiting_stack(profile)
-    for index, count in profile.total_counts().items():
+    for index, count in profile.state_totals().items():
         stack = profile.stacks[index]
         if stack.state is not ThreadState.WAITING:
             continue

@@ -13,7 +13,7 @@ from gilprof.analysis.attribution import Attribution, FunctionShare
 from gilprof.analysis.contention import Contention
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.verdict import Verdict
-from gilprof.model import Mode, is_wrapper_frame
+from gilprof.model import is_wrapper_frame
 from gilprof.profile import Profile
 from gilprof.renderers import register
 from gilprof.renderers._rich import pct, to_text
@@ -177,9 +177,10 @@ def render_json(data: ReportData, **_: Any) -> str:
     if data.contention is not None:
         out["blame"] = contention_dict(data.contention)["blame"]
         out["wait_sites"] = contention_dict(data.contention)["wait_sites"]
-    elif data.attribution.mode is not Mode.CONTENTION:
+    elif not data.attribution.mode.reads_states:
         out["contention_unavailable"] = (
-            f"{data.attribution.mode} mode records no GIL wait; sample with --mode contention"
+            f"{data.attribution.mode} mode records no GIL wait; sample with --mode states "
+            "(the default)"
         )
     return json.dumps(out, indent=2) + "\n"
 

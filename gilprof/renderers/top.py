@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gilprof.analysis.table import build_table, counts_toward_shares
-from gilprof.model import Mode, ThreadState
+from gilprof.model import ThreadState
 from gilprof.profile import Profile
 from gilprof.renderers._rich import pct
 from gilprof.renderers.live import LiveObserver, summary_lines
@@ -62,11 +62,7 @@ def top_view(
     if last is None:
         out.append(Text("waiting for the first sampling window...", style="italic"))
         return Group(*out)
-    states = (
-        STATE_COLUMNS
-        if mode is Mode.CONTENTION
-        else ((ThreadState.HELD,) if mode.knows_gil else ())
-    )
+    states = STATE_COLUMNS if mode.reads_states else ((ThreadState.HELD,) if mode.knows_gil else ())
     threads = Table(title="Threads", title_justify="left", expand=False)
     threads.add_column("thread")
     for state in states:

@@ -228,6 +228,7 @@ def _capture_one(run: _Run) -> Profile:
             stop,
             on_window=observer.window,
             output=lambda _target: path,
+            on_message=observer.message,
         )
     finally:
         observer.done()
@@ -287,7 +288,9 @@ def _capture_ranks(run: _Run) -> list[Profile]:
             folder, f"rank{'x' if target.rank is None else target.rank}-{target.pid}.json"
         )
 
-    results = run_sessions(targets, run.sampler, run.options, run.stop, output=path_of)  # streamed
+    results = run_sessions(  # streamed
+        targets, run.sampler, run.options, run.stop, output=path_of, on_message=observer.message
+    )
     profiles = []
     for target, result in zip(targets, results, strict=True):
         rank = "x" if target.rank is None else target.rank

@@ -39,6 +39,7 @@ class SessionOptions:
 
 
 WindowCallback = Callable[[Profile, WindowResult], None]
+MessageCallback = Callable[[str], None]
 OutputPath = Callable[[Target], str]  # where a target's profile is streamed to
 
 
@@ -56,22 +57,27 @@ def run_session(
     stop: threading.Event,
     on_window: WindowCallback | None = None,
     output: OutputPath | None = None,
+    on_message: MessageCallback | None = None,
 ) -> Profile:
     """Sample `target` into a Profile; with `output`, stream it to that file as it goes and
-    return the profile read back from the file (what a later `report` will see)."""
-    if output is None:
-        return _sample(target, backend, options, stop, on_window, None)
-    stream = StreamWriter.create(output(target))
+    return the profile read back from the file (what a later `report` will see).
+    `on_message` hears, as it happens, a change of mode the target forced (a fallback)."""
     try:
-        _sample(target, backend, options, stop, on_window, stream)
-    except BaseException:
+        if output is None:
+            return _sample(target, backend, options, stop, on_window, None, on_message)
+        stream = StreamWriter.create(output(target))
+        try:
+            _sample(target, backend, options, stop, on_window, stream, on_message)
+        except BaseException:
+            stream.close()
+            if stream.windows_written == 0:  # nothing sampled: no profile, as before streaming
+                with contextlib.suppress(OSError):
+                    os.unlink(stream.path)
+            raise
         stream.close()
-        if stream.windows_written == 0:  # nothing sampled: no profile, as before streaming
-            with contextlib.suppress(OSError):
-                os.unlink(stream.path)
-        raise
-    stream.close()
-    return read_streams(stream.path)[0]
+        return read_streams(stream.path)[0]
+    finally:
+        backend.release(target.pid)
 
 
 def _sample(
@@ -81,8 +87,15 @@ def _sample(
     stop: threading.Event,
     on_window: WindowCallback | None,
     stream: StreamWriter | None,
+    on_message: MessageCallback | None = None,
 ) -> Profile:
-    settings = options.settings
+    attach_deadline = time.monotonic() + options.attach_timeout
+    settings, note = backend.prepare(target.pid, options.settings, stop, attach_deadline)
+    messages: list[str] = []
+    if note:
+        messages.append(note)
+        if on_message is not None:
+            on_message(f"PID {target.pid}: {note}")
     profile = Profile(
         target,
         SamplingInfo(
@@ -97,9 +110,8 @@ def _sample(
         ),
     )
     origin: float | None = None
-    attach_deadline = time.monotonic() + options.attach_timeout
     errors = 0
-    messages: list[str] = []
+    reader = _ReaderCost()
     ticks_sources: set[str] = set()
     priorities: dict[str, int] = {}  # the sampler's scheduling -> windows sampled with it
     stopped_by = ""
@@ -152,6 +164,7 @@ def _sample(
             stream.window(profile, window)
             profile.fold_windows()  # written: keep only the running totals
         errors += result.errors
+        reader.add(result)
         messages.extend(result.messages)
         if on_window is not None:
             on_window(profile, result)
@@ -171,6 +184,8 @@ def _sample(
         and covered < options.duration - options.window_s / 2
     ):
         partial_reason = f"target exited after {covered:.1f} s of {options.duration:g} s"
+    if reader.ticks:
+        messages.append(reader.describe(settings.rate_hz))
     profile.finish(
         errors=errors,
         partial=partial_reason is not None,
@@ -183,6 +198,31 @@ def _sample(
         stream.finish(profile)
         stream.sync()
     return profile
+
+
+class _ReaderCost:
+    """What the thread-state reader cost gilprof over a capture (states mode)."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.cpu_s = 0.0
+        self.thread_reads = 0
+
+    def add(self, result: WindowResult) -> None:
+        self.ticks += result.state_ticks
+        self.cpu_s += result.reader_cpu_s
+        self.thread_reads += result.reader_thread_reads
+
+    def describe(self, rate_hz: float) -> str:
+        per_tick = self.cpu_s / self.ticks
+        per_thread = self.cpu_s / max(1, self.thread_reads)
+        return (
+            f"thread-state reader: {self.ticks} ticks, {1e3 * per_tick:.2f} ms of gilprof's CPU "
+            f"per tick ({1e3 * per_thread:.3f} ms per Python thread read, "
+            f"{self.thread_reads / self.ticks:.1f} threads per tick), "
+            f"{100 * per_tick * rate_hz:.1f}% of a core at {rate_hz:g} Hz; the target is "
+            "never paused"
+        )
 
 
 def _priority(windows: dict[str, int]) -> str:
@@ -204,6 +244,7 @@ def run_sessions(
     stop: threading.Event,
     on_window: WindowCallback | None = None,
     output: OutputPath | None = None,
+    on_message: MessageCallback | None = None,
 ) -> list[Profile | Exception]:
     """One session per target, concurrently (one sampler process each), same stop event.
 
@@ -214,7 +255,9 @@ def run_sessions(
 
     def work(index: int, target: Target) -> None:
         try:
-            results[index] = run_session(target, backend, options, stop, on_window, output)
+            results[index] = run_session(
+                target, backend, options, stop, on_window, output, on_message
+            )
         except Exception as exc:  # reported per rank by the caller
             results[index] = exc
 

@@ -46,9 +46,14 @@ def test_flags_the_user_gives_win_over_the_recipe(monkeypatch, recipe_file):
 
 def test_without_a_recipe_the_cli_defaults_hold(monkeypatch):
     request = attach_request(monkeypatch, ["--pid", "1", "--window", "0.5"])
-    assert request.settings.mode is Mode.GIL and request.settings.rate_hz == 100
+    assert request.settings.mode is Mode.STATES and request.settings.rate_hz == 100
     assert not request.settings.native and not request.settings.blocking
     assert request.window_s == 0.5 and request.duration is None
+
+
+def test_native_frames_in_the_default_mode_are_contention_mode(monkeypatch):
+    request = attach_request(monkeypatch, ["--pid", "1", "--native"])
+    assert request.settings.mode is Mode.CONTENTION and request.settings.blocking
 
 
 def test_contention_mode_always_reads_native_stacks(monkeypatch):

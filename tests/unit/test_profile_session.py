@@ -12,13 +12,13 @@ import pytest
 from gilprof.errors import InputError, TargetError
 from gilprof.model import Mode, Target, ThreadState
 from gilprof.profile import Profile, StreamWriteError
-from gilprof.sampling.backends.base import SamplerSettings, WindowResult
+from gilprof.sampling.backends.base import Backend, SamplerSettings, WindowResult
 from gilprof.sampling.session import SessionOptions, run_session
 
 from .builders import sample
 
 
-class Scripted:
+class Scripted(Backend):
     """Windows of 1 s: two threads in contention mode; `check(i)` runs before window i."""
 
     name = "scripted"

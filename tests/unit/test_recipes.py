@@ -81,7 +81,7 @@ def test_every_shipped_recipe_loads_and_validates() -> None:
 def test_required_recipe_exists(name: str) -> None:
     assert name in builtin_names()
     recipe = load_recipe(name)
-    assert recipe.sampling.mode in ("gil", "wall", "cpu")
+    assert recipe.sampling.mode in ("states", "gil", "wall", "cpu")
     assert recipe.watch, f"{name} watches nothing"
 
 
@@ -299,7 +299,11 @@ def test_rate_given_as_text(tmp_path: Path) -> None:
         ('[target]\nlauncher = ["mpirun"]\n', "target.launcher", "unknown key"),
         ('[target]\nmatch = "(unclosed"\n', "target.match", "expected a valid regular expression"),
         ('[target]\nrole_env = "NOT A NAME"\n', "target.role_env", "environment variable name"),
-        ('[sampling]\nmode = "fast"\n', "sampling.mode", 'expected one of "gil", "wall", "cpu"'),
+        (
+            '[sampling]\nmode = "fast"\n',
+            "sampling.mode",
+            'expected one of "states", "gil", "wall", "cpu"',
+        ),
         ("[sampling]\nrate = -5\n", "sampling.rate", "expected a number > 0, got -5"),
         ("[sampling]\nrate = 0\n", "sampling.rate", "expected a number > 0"),
         ("[sampling]\nrate = nan\n", "sampling.rate", "expected a number > 0"),

@@ -162,11 +162,11 @@ def _missing(data: ReportData, per_tick: bool) -> list[str]:
         notes.append(
             "gil mode records only the thread holding the GIL: the rest of each lane is "
             "'not holding' — waiting for the GIL, native code and idle cannot be told "
-            "apart. Sample with --mode contention to see waits and who caused them."
+            "apart. Sample with --mode states (the default) to see waits and who caused them."
         )
     elif not mode.knows_gil:
         notes.append(f"{mode} mode records no GIL state: lanes show when threads were sampled.")
-    if mode is Mode.CONTENTION and not per_tick:
+    if mode.reads_states and not per_tick:
         notes.append(
             "this profile has no per-tick spans (or too many to draw): lanes are "
             "per-window shares and the waiters' graph cannot name the holders."
@@ -289,7 +289,7 @@ def render_html(data: ReportData, **_: Any) -> str:
         return page(title, empty, {"empty": True})
     table_ = build_table(p)
     contention = data.contention
-    if contention is None and s.mode is Mode.CONTENTION and any(w.spans for w in p.windows):
+    if contention is None and s.mode.reads_states and any(w.spans for w in p.windows):
         contention = analyze(p)
     shares = _state_shares(p, table_, contention)
     timeline = timeline_data(p, table_, shares)
@@ -326,7 +326,7 @@ def render_html(data: ReportData, **_: Any) -> str:
             "flame-held", held.title[:1].upper() + held.title[1:], help_held, thread_names
         )
     )
-    if s.mode is Mode.CONTENTION:
+    if s.mode.reads_states:
         waiting = wait_flame(p)
         if waiting.root.value > 0:
             flames["flame-wait"] = flame_json(waiting)

@@ -33,7 +33,7 @@ _CAP_SYS_NICE = 23
 
 @dataclass(frozen=True)
 class SamplerSettings:
-    mode: Mode = Mode.GIL
+    mode: Mode = Mode.STATES
     rate_hz: float = 100.0
     native: bool = False
     blocking: bool = False
@@ -44,8 +44,11 @@ class SamplerSettings:
         cls, mode: str | Mode, rate_hz: float, native: bool = False, blocking: bool = False
     ) -> SamplerSettings:
         """Settings a sampler can honour: contention reads native stacks, and py-spy cannot
-        walk native stacks without pausing the target."""
+        walk native stacks without pausing the target; native frames asked for in states
+        mode are contention mode (the pausing way of reading the same states)."""
         mode = Mode(mode)
+        if mode is Mode.STATES and native:
+            mode = Mode.CONTENTION
         if mode is Mode.CONTENTION:
             native = True
         return cls(mode=mode, rate_hz=float(rate_hz), native=native, blocking=blocking or native)
@@ -66,6 +69,10 @@ class WindowResult:
     target_exited: bool = False
     interrupted: bool = False
     messages: list[str] = field(default_factory=list)
+    # states mode: the thread-state reader's ticks, its CPU seconds and thread readings
+    state_ticks: int = 0
+    reader_cpu_s: float = 0.0
+    reader_thread_reads: int = 0
 
     @property
     def seconds(self) -> float:
@@ -278,6 +285,17 @@ class Backend(ABC):
 
     def check_settings(self, settings: SamplerSettings) -> None:  # noqa: B027 - optional hook
         """Raise UsageError for settings this sampler cannot honour, before anything starts."""
+
+    def prepare(
+        self, pid: int, settings: SamplerSettings, stop: threading.Event, deadline: float
+    ) -> tuple[SamplerSettings, str]:
+        """The settings this target will be sampled with, and a one-line note when they
+        differ from those asked for (a target whose thread states cannot be read falls back
+        to gil mode); called once per target before its first window."""
+        return settings, ""
+
+    def release(self, pid: int) -> None:  # noqa: B027 - optional hook
+        """The session of `pid` is over: free what prepare() kept for it."""
 
     @abstractmethod
     def sample_window(

@@ -40,9 +40,19 @@ from gilprof.sampling.backends.base import (
     SamplerRun,
     SamplerSettings,
     WindowResult,
+    realtime_priority,
     run_sampler,
 )
+from gilprof.sampling.backends.states import (
+    FALLBACK_NOTE,
+    ReaderThread,
+    ThreadNames,
+    gil_settings,
+    merge,
+    open_reader,
+)
 from gilprof.sampling.processes import find_binary
+from gilprof.sampling.threadstate.reader import StateReader
 
 # Digit runs are bounded so that int() never meets a number it refuses (4300+ digits).
 _THREAD_PREFIX = re.compile(
@@ -144,6 +154,27 @@ class PySpyBackend(Backend):
         self.binary = binary or find_binary("py-spy")
         self._version: str | None = None
         self._told: set[tuple[int, str]] = set()  # (pid, topic) of notes already given
+        self._readers: dict[int, StateReader] = {}  # states mode: one checked reader per pid
+        self._names: dict[int, ThreadNames] = {}
+
+    def prepare(
+        self, pid: int, settings: SamplerSettings, stop: threading.Event, deadline: float
+    ) -> tuple[SamplerSettings, str]:
+        if settings.mode is not Mode.STATES:
+            return settings, ""
+        reader, reason = open_reader(pid, settings.rate_hz, stop, deadline)
+        if reader is None:
+            return gil_settings(settings), FALLBACK_NOTE.format(reason=reason)
+        self._readers[pid] = reader
+        self._names[pid] = ThreadNames(self.binary, pid)
+        self._names[pid].refresh()
+        return settings, ""
+
+    def release(self, pid: int) -> None:
+        reader = self._readers.pop(pid, None)
+        self._names.pop(pid, None)
+        if reader is not None:
+            reader.close()
 
     def version(self) -> str:
         if self._version is None:
@@ -178,7 +209,7 @@ class PySpyBackend(Backend):
             # Every thread at every tick, with native frames (py-spy then pauses the target).
             return [*cmd, "--full-filenames", "--native", "--idle", *self._duration_args(seconds)]
         cmd += ["--threads", "--full-filenames"]
-        if settings.mode is Mode.GIL:
+        if settings.mode.counts_holders:
             cmd += ["--gil", "--idle"]  # --idle: keep holders py-spy's heuristic calls idle
         elif settings.mode is Mode.WALL:
             cmd.append("--idle")
@@ -209,7 +240,25 @@ class PySpyBackend(Backend):
     def sample_window(
         self, pid: int, settings: SamplerSettings, seconds: float | None, stop: threading.Event
     ) -> WindowResult:
+        reader = self._readers.get(pid) if settings.mode is Mode.STATES else None
+        if reader is None:
+            return self._sample_window(pid, settings, seconds, stop)
+        priority, _ = realtime_priority(settings)
+        recorder = ReaderThread(reader, priority)
+        recorder.start()
+        try:
+            result = self._sample_window(pid, settings, seconds, stop)
+        finally:
+            recording = recorder.finish()
+        merge(result, recording, recorder.error)
+        result.spans = self._names[pid].name(result.spans)
+        return result
+
+    def _sample_window(
+        self, pid: int, settings: SamplerSettings, seconds: float | None, stop: threading.Event
+    ) -> WindowResult:
         state = {
+            Mode.STATES: ThreadState.HELD,
             Mode.GIL: ThreadState.HELD,
             Mode.WALL: ThreadState.UNKNOWN,
             Mode.CPU: ThreadState.ACTIVE,

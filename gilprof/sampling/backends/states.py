@@ -1,0 +1,165 @@
+"""States mode: py-spy's GIL holders (non-blocking) plus every Python thread's GIL state
+read by gilprof's own thread-state reader (gilprof.sampling.threadstate), neither of which
+pauses the target.
+
+Each window runs both side by side over the same seconds: py-spy's `record --gil` gives the
+holder's full stacks, counted at exact ticks, as in gil mode (the function tables come from
+these); the reader gives, at its own ticks, who holds, who waits, who runs native code and
+who is idle, with the stack of each thread that is not idle, as spans on the window's clock
+(the contention analysis, blame, wait sites and the verdict come from these). The two sets of
+ticks are not joined: each answers its own question from its own instants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import threading
+import time
+from dataclasses import replace
+
+from gilprof.model import Mode, Sample
+from gilprof.sampling.backends.base import SamplerSettings, WindowResult
+from gilprof.sampling.threadstate.reader import Recording, StateReader
+from gilprof.sampling.threadstate.target import NotReadyYet, StatesUnavailable
+
+# A window whose holder readings name no known thread this often says the layout is off.
+MAX_HOLDER_UNKNOWN = 0.05
+
+FALLBACK_NOTE = (
+    "thread states unavailable ({reason}); sampling in gil mode instead: held shares only, "
+    "no waits, blame or host/device verdict (`--mode contention` reads them by pausing the "
+    "target)"
+)
+
+
+def gil_settings(settings: SamplerSettings) -> SamplerSettings:
+    """The py-spy half of a states window."""
+    return replace(settings, mode=Mode.GIL)
+
+
+def open_reader(
+    pid: int, rate_hz: float, stop: threading.Event, deadline: float
+) -> tuple[StateReader | None, str]:
+    """A checked reader of `pid`, or (None, why not). A target too young to read is tried
+    again until `deadline` (monotonic)."""
+    while True:
+        try:
+            return StateReader.open(pid, rate_hz), ""
+        except NotReadyYet as exc:
+            if stop.is_set() or time.monotonic() >= deadline:
+                return None, str(exc)
+            stop.wait(0.2)
+        except StatesUnavailable as exc:
+            return None, str(exc)
+
+
+class ReaderThread:
+    """The reader recording in a thread of its own while py-spy samples the window."""
+
+    def __init__(self, reader: StateReader, realtime_priority: int | None) -> None:
+        self.reader = reader
+        self.stop = threading.Event()
+        self.recording: Recording | None = None
+        self.error: BaseException | None = None
+        self._priority = realtime_priority
+        self._thread = threading.Thread(target=self._run, name="gilprof-states", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        if self._priority is not None:
+            # the reader must wake on time for the same reason py-spy must (base.py); on
+            # Linux pid 0 is the calling thread, so only the reader's thread is raised
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self._priority))
+        try:
+            self.recording = self.reader.record(self.stop)
+        except BaseException as exc:  # reported with the window
+            self.error = exc
+
+    def finish(self) -> Recording | None:
+        self.stop.set()
+        self._thread.join(10)
+        return self.recording
+
+
+class ThreadNames:
+    """Python thread names by pthread id, for threads py-spy's --gil output never names
+    (those that never held the GIL while sampled). The reader cannot read them cheaply (a
+    name is an attribute of a `threading.Thread` object), so `py-spy dump --nonblocking`
+    reads them, in the background, at start and when an unnamed thread appears (at most
+    every REFRESH_S): it does not pause the target either."""
+
+    REFRESH_S = 30.0
+
+    def __init__(self, binary: str, pid: int) -> None:
+        self.binary = binary
+        self.pid = pid
+        self.names: dict[int, str] = {}
+        self._asked = -1e9
+        self._running: threading.Thread | None = None
+
+    def refresh(self) -> None:
+        if self._running is not None and self._running.is_alive():
+            return
+        if time.monotonic() - self._asked < self.REFRESH_S:
+            return
+        self._asked = time.monotonic()
+        self._running = threading.Thread(target=self._dump, name="gilprof-names", daemon=True)
+        self._running.start()
+
+    def _dump(self) -> None:
+        from gilprof.sampling.processes import child_process
+
+        cmd = [self.binary, "dump", "--pid", str(self.pid), "--json", "--nonblocking"]
+        try:
+            with child_process(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            ) as child:
+                out, _ = child.proc.communicate(timeout=30)
+            threads = json.loads(out or b"[]")
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            return  # names are a courtesy: the ids stand in for them
+        for thread in threads if isinstance(threads, list) else []:
+            tid, name = thread.get("thread_id"), thread.get("thread_name")
+            if isinstance(tid, int) and isinstance(name, str) and name:
+                self.names[tid] = name
+
+    def name(self, samples: list[tuple[Sample, float, float]]) -> list[tuple[Sample, float, float]]:
+        """The samples with the names known; asks for a refresh when one is missing."""
+        if any(sample.tid not in self.names for sample, _a, _b in samples):
+            self.refresh()
+        return [
+            (replace(sample, thread_name=self.names[sample.tid]), a, b)
+            if sample.tid in self.names
+            else (sample, a, b)
+            for sample, a, b in samples
+        ]
+
+
+def merge(result: WindowResult, recording: Recording | None, error: BaseException | None) -> None:
+    """Put the reader's spans on the py-spy window's clock (seconds since its start), cut
+    to the window; a recording that failed its own checks adds a message instead."""
+    if recording is None:
+        result.messages.append(f"thread-state reader failed in a window: {error}")
+        return
+    if recording.ticks and recording.holder_unknown > MAX_HOLDER_UNKNOWN * recording.ticks:
+        result.messages.append(
+            f"thread states dropped for a window: {recording.holder_unknown} of "
+            f"{recording.ticks} ticks named a GIL holder that is none of the target's threads"
+        )
+        return
+    t0, t1 = result.t0, result.t1
+    spans = []
+    for sample, start, end in recording.spans:
+        a, b = max(start, t0), min(end, t1)
+        if b > a:
+            spans.append((sample, a - t0, b - t0))
+    result.spans = spans
+    result.state_ticks = recording.ticks
+    result.reader_cpu_s = recording.cpu_s
+    result.reader_thread_reads = recording.thread_reads

@@ -1,0 +1,173 @@
+"""The thread-state reader's sampling loop: at each tick the GIL's holder and every Python
+thread's state, with the stack of each thread that holds, waits or runs.
+
+A tick reads the GIL struct once (locked, last_holder), then each Python thread's syscall
+file, then the stacks. The reads are microseconds apart, not one snapshot: a thread read as
+waiting may have taken the GIL by the time the next thread is read. A thread that the
+syscall file shows waiting on the GIL's condition variable is waiting even if it was the
+holder a moment before (the later, more specific reading wins).
+
+Ticks fall at random intervals (uniform on 0.5-1.5 periods) so that a loop whose period is a
+multiple of the sampling period is not sampled at one phase only; each tick's states cover
+the time until the next tick, an interval drawn independently of what the tick read, so the
+time-weighted shares are unbiased. A tick that comes late (the reader did not get a CPU in
+time) is not made up by a burst: the late reading covers the time since.
+
+Only Python threads are read (the interpreter's own thread list), so a process with 128
+OpenMP threads costs what its few Python threads cost. Idle threads' stacks are not read:
+their leaf is the system call they sit in.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+from gilprof.model import Frame, Sample, ThreadState
+from gilprof.sampling.threadstate.syscalls import (
+    GIL_SWITCH_WAIT,
+    GIL_WAIT,
+    OUTSIDE_SYSCALL,
+    RUNNING,
+    Activity,
+    SyscallFiles,
+    classify,
+)
+from gilprof.sampling.threadstate.target import (
+    Interpreter,
+    MemoryReadError,
+    PythonThread,
+    open_interpreter,
+)
+
+THREADS_REFRESH_S = 0.5  # how often the interpreter's thread list is walked again
+SYSCALL_FILE = "[syscall]"  # the file of the leaf frame that names an idle thread's syscall
+
+
+@dataclass
+class Recording:
+    """One window's readings: per-thread runs of one stack, on the monotonic clock."""
+
+    spans: list[tuple[Sample, float, float]] = field(default_factory=list)
+    ticks: int = 0
+    late_ticks: int = 0  # ticks read more than a period after they were due
+    cpu_s: float = 0.0  # the reader's own CPU time
+    thread_reads: int = 0  # thread readings made (ticks x threads)
+    holder_unknown: int = 0  # ticks with `locked` set and a holder none of the threads
+    gil_waits_seen: int = 0  # thread readings in a futex on the GIL
+    t_first: float = 0.0
+    t_last: float = 0.0
+
+
+def _idle_frames(activity: Activity) -> tuple[Frame, ...]:
+    name = activity.syscall or (
+        "not in a system call" if activity.kind == OUTSIDE_SYSCALL else activity.kind
+    )
+    return (Frame(name, SYSCALL_FILE, 0),)
+
+
+class StateReader:
+    def __init__(self, interpreter: Interpreter, rate_hz: float, seed: int | None = None) -> None:
+        self.interpreter = interpreter
+        self.period = 1.0 / rate_hz
+        self.files = SyscallFiles(interpreter.pid)
+        self.random = random.Random(seed)
+        self.threads: dict[int, PythonThread] = {}
+        self._threads_at = -1e9
+
+    @classmethod
+    def open(cls, pid: int, rate_hz: float) -> StateReader:
+        return cls(open_interpreter(pid), rate_hz)
+
+    def close(self) -> None:
+        self.files.close()
+        self.interpreter.memory.close()
+
+    def _refresh_threads(self, now: float) -> None:
+        if now - self._threads_at < THREADS_REFRESH_S:
+            return
+        try:
+            self.threads = self.interpreter.threads()
+        except MemoryReadError:
+            return  # the list was being changed: keep the last one
+        self._threads_at = now
+        self.files.keep_only(set(self.threads))
+
+    def record(self, stop: threading.Event, deadline: float | None = None) -> Recording:
+        """Read ticks until `stop` is set (or the monotonic `deadline`)."""
+        out = Recording()
+        runs: dict[int, tuple[tuple[ThreadState, tuple[Frame, ...]], float]] = {}
+        cpu0 = time.thread_time()
+        due = time.monotonic()
+        out.t_first = due
+        last_tick = due
+        while not stop.is_set() and (deadline is None or due < deadline):
+            now = time.monotonic()
+            if now < due:
+                stop.wait(due - now)
+                if stop.is_set():
+                    break
+                now = time.monotonic()
+            if now - due > self.period:
+                out.late_ticks += 1
+            readings = self.tick(now, out)
+            for pthread_id, key in readings.items():
+                run = runs.get(pthread_id)
+                if run is not None and run[0] == key:
+                    continue
+                if run is not None:
+                    out.spans.append((_sample(pthread_id, run[0]), run[1], now))
+                runs[pthread_id] = (key, now)
+            for pthread_id in [p for p in runs if p not in readings]:  # a thread that ended
+                key, start = runs.pop(pthread_id)
+                out.spans.append((_sample(pthread_id, key), start, now))
+            last_tick = now
+            due = now + self.period * self.random.uniform(0.5, 1.5)
+        end = min(time.monotonic(), last_tick + self.period)
+        for pthread_id, (key, start) in runs.items():
+            out.spans.append((_sample(pthread_id, key), start, end))
+        out.t_last = end
+        out.cpu_s = time.thread_time() - cpu0
+        return out
+
+    def tick(self, now: float, out: Recording) -> dict[int, tuple[ThreadState, tuple[Frame, ...]]]:
+        """Each Python thread's (state, stack) now, keyed by its pthread id."""
+        self._refresh_threads(now)
+        interpreter = self.interpreter
+        try:
+            locked, holder = interpreter.holder()
+        except MemoryReadError:
+            locked, holder = 0, None
+        if locked == 1 and holder not in self.threads:
+            out.holder_unknown += 1
+        gil = interpreter.gil
+        readings: dict[int, tuple[ThreadState, tuple[Frame, ...]]] = {}
+        for tid, thread in self.threads.items():
+            text = self.files.read(tid)
+            if text is None:
+                continue
+            activity = classify(text, gil)
+            if activity.kind in (GIL_WAIT, GIL_SWITCH_WAIT):
+                state = ThreadState.WAITING
+                out.gil_waits_seen += 1
+            elif tid == holder:
+                state = ThreadState.HELD
+            elif activity.kind == RUNNING:
+                state = ThreadState.NATIVE
+            else:
+                readings[thread.pthread_id] = (ThreadState.IDLE, _idle_frames(activity))
+                continue
+            try:
+                frames = interpreter.stack(thread.tstate)
+            except MemoryReadError:
+                frames = ()  # the stack changed under the read: the state still counts
+            readings[thread.pthread_id] = (state, frames)
+        out.ticks += 1
+        out.thread_reads += len(readings)
+        return readings
+
+
+def _sample(pthread_id: int, key: tuple[ThreadState, tuple[Frame, ...]]) -> Sample:
+    return Sample(pthread_id, "", key[1], 1, key[0])

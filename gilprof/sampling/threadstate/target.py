@@ -1,0 +1,378 @@
+"""A target's interpreter read from outside: its threads, the GIL's holder, each thread's
+Python stack. Reads /proc/PID/mem only (no ptrace stop), so the target never pauses.
+
+`open_interpreter` finds `_PyRuntime` (an exported symbol of libpython or of the python
+binary), picks the layout for the interpreter's version (`layout`), and checks it against
+the live process before anything is read for a profile (`check`): a layout that fails gets
+a one-line refusal, never a number.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import struct
+from dataclasses import dataclass
+
+from gilprof.model import Frame
+from gilprof.sampling.threadstate.elf import ElfError, read_symbols
+from gilprof.sampling.threadstate.layout import (
+    DEBUG_OFFSETS_SIZE,
+    GIL_LAST_HOLDER,
+    GIL_LOCKED,
+    OB_TYPE,
+    PTHREAD_TID,
+    Layout,
+    LayoutError,
+    debug_offsets_layout,
+    debug_offsets_version,
+    table_layout,
+)
+
+MAX_THREADS = 4096
+MAX_DEPTH = 128  # frames read per stack; deeper stacks keep their innermost MAX_DEPTH
+_MAX_NAME = 1024
+_X86_64 = 62
+_SYMBOLS = ("_PyRuntime", "PyCode_Type", "Py_Version")
+
+
+class StatesUnavailable(Exception):
+    """The reader cannot (or must not) read this target; the message is one line."""
+
+
+class NotReadyYet(StatesUnavailable):
+    """The interpreter is not initialised yet: a just-started process. Try again."""
+
+
+class MemoryReadError(OSError):
+    """An address the target does not map (a stale pointer read mid-update)."""
+
+
+class TargetMemory:
+    """/proc/PID/mem, read with pread: the same access py-spy's process_vm_readv has."""
+
+    def __init__(self, pid: int) -> None:
+        try:
+            self.fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+        except PermissionError:
+            raise StatesUnavailable(f"PID {pid}: no permission to read its memory") from None
+        except FileNotFoundError:
+            raise StatesUnavailable(f"PID {pid}: no such process") from None
+
+    def read(self, address: int, size: int) -> bytes:
+        if address <= 0:
+            raise MemoryReadError(f"null pointer read at {address:#x}")
+        try:
+            data = os.pread(self.fd, size, address)
+        except OSError as exc:
+            raise MemoryReadError(f"cannot read {size} bytes at {address:#x}: {exc}") from None
+        if len(data) != size:
+            raise MemoryReadError(f"short read at {address:#x}")
+        return data
+
+    def pointer(self, address: int) -> int:
+        return int(struct.unpack("<Q", self.read(address, 8))[0])
+
+    def int32(self, address: int) -> int:
+        return int(struct.unpack("<i", self.read(address, 4))[0])
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@dataclass(frozen=True, slots=True)
+class PythonThread:
+    tid: int  # Linux thread id: names its /proc entry
+    pthread_id: int  # pthread_t: the id py-spy reports, and so the profile's thread id
+    tstate: int  # its PyThreadState
+
+
+@dataclass(frozen=True)
+class Located:
+    path: str  # the file that exports _PyRuntime
+    runtime: int  # its address in the target
+    code_type: int  # PyCode_Type's address
+    version_hex: int | None  # Py_Version (3.11+), read from the target
+
+
+def _mapped_files(pid: int) -> dict[str, int]:
+    """Each ELF file mapped from offset 0 -> its load base, in map order."""
+    files: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                fields = line.split(maxsplit=5)
+                if len(fields) < 6 or int(fields[2], 16) != 0:
+                    continue
+                path = fields[5].strip()
+                if path.startswith("/") and path not in files:
+                    files[path] = int(fields[0].split("-")[0], 16)
+    except FileNotFoundError:
+        raise StatesUnavailable(f"PID {pid}: no such process") from None
+    except PermissionError:
+        raise StatesUnavailable(f"PID {pid}: no permission to read its memory map") from None
+    return files
+
+
+def locate(pid: int, memory: TargetMemory) -> Located:
+    """Find `_PyRuntime`: in the executable, else in a mapped file named like libpython
+    (the search order only; what decides is the symbol, read from the file's own table)."""
+    files = _mapped_files(pid)
+    try:
+        exe = os.path.realpath(f"/proc/{pid}/exe")
+    except OSError:
+        exe = ""
+    if any("ld-musl" in os.path.basename(p) for p in files):
+        raise StatesUnavailable(
+            "musl libc: its condition variables give each waiter its own futex, so a GIL "
+            "waiter cannot be told from another waiter"
+        )
+    order = [exe] if exe in files else []
+    order += [p for p in files if p != exe and "python" in os.path.basename(p)]
+    for path in order:
+        try:
+            symbols = read_symbols(path, _SYMBOLS)
+        except ElfError:
+            continue
+        base = files[path]
+        runtime = symbols.address("_PyRuntime", base)
+        code_type = symbols.address("PyCode_Type", base)
+        if runtime is None or code_type is None:
+            continue
+        if symbols.machine != _X86_64:
+            raise StatesUnavailable(
+                f"{platform.machine() or 'this architecture'}: the thread-state layout is "
+                "verified on x86_64 only"
+            )
+        version_at = symbols.address("Py_Version", base)
+        version = None
+        if version_at is not None:
+            try:
+                version = int(struct.unpack("<I", memory.read(version_at, 4))[0])
+            except MemoryReadError:
+                version = None
+        return Located(path, runtime, code_type, version)
+    # a process just exec'd may not have mapped libpython yet: the caller tries again
+    raise NotReadyYet(f"PID {pid}: no CPython runtime found (no _PyRuntime symbol)")
+
+
+def _layout_for(located: Located, memory: TargetMemory) -> tuple[Layout, dict[str, int]]:
+    head = memory.read(located.runtime, DEBUG_OFFSETS_SIZE)
+    try:
+        version = debug_offsets_version(head)
+    except LayoutError:
+        version = None
+    if version is not None:
+        try:
+            return debug_offsets_layout(head)
+        except LayoutError as exc:
+            raise StatesUnavailable(str(exc)) from None
+    if located.version_hex is not None:
+        minor = (located.version_hex >> 16) & 0xFF
+    else:  # 3.10 exports no Py_Version: its file name says; the checks below confirm it
+        match = re.search(r"python3\.(\d+)", os.path.basename(located.path))
+        if match is None:
+            raise StatesUnavailable(f"{located.path}: cannot tell the CPython version")
+        minor = int(match.group(1))
+    try:
+        return table_layout(minor), {}
+    except LayoutError as exc:
+        raise StatesUnavailable(str(exc)) from None
+
+
+class Interpreter:
+    """One target's interpreter: threads, GIL holder and stacks, read on demand."""
+
+    def __init__(self, pid: int, memory: TargetMemory, located: Located, layout: Layout) -> None:
+        self.pid = pid
+        self.memory = memory
+        self.located = located
+        self.layout = layout
+        self.gil = 0  # the GIL struct's address, once the interpreter has one
+        self._code_frames: dict[int, Frame | None] = {}
+        self._tid_of_tstate: dict[int, int] = {}
+
+    # -- structure ------------------------------------------------------------------------
+    def main_interpreter(self) -> int:
+        return self.memory.pointer(self.located.runtime + self.layout.interpreters_head)
+
+    def find_gil(self) -> int:
+        lay = self.layout
+        if lay.gil_in_runtime is not None:
+            return self.located.runtime + lay.gil_in_runtime
+        assert lay.gil_pointer_in_interp is not None
+        return self.memory.pointer(self.main_interpreter() + lay.gil_pointer_in_interp)
+
+    def threads(self) -> dict[int, PythonThread]:
+        """Linux TID -> the thread, for every thread the interpreter knows."""
+        lay, mem = self.layout, self.memory
+        tstate = mem.pointer(self.main_interpreter() + lay.threads_head)
+        found: dict[int, PythonThread] = {}
+        seen: set[int] = set()
+        while tstate and tstate not in seen and len(seen) < MAX_THREADS:
+            seen.add(tstate)
+            tid = self._native_id(tstate)
+            if tid > 0:
+                found[tid] = PythonThread(tid, mem.pointer(tstate + lay.tstate_thread_id), tstate)
+            tstate = mem.pointer(tstate + lay.tstate_next)
+        self._tid_of_tstate = {thread.tstate: tid for tid, thread in found.items()}
+        return found
+
+    def _native_id(self, tstate: int) -> int:
+        lay, mem = self.layout, self.memory
+        if lay.tstate_native_thread_id is not None:
+            return int(struct.unpack("<q", mem.read(tstate + lay.tstate_native_thread_id, 8))[0])
+        pthread = mem.pointer(tstate + lay.tstate_thread_id)
+        return mem.int32(pthread + PTHREAD_TID) if pthread else 0
+
+    # -- per tick -------------------------------------------------------------------------
+    def holder(self) -> tuple[int, int | None]:
+        """(locked, holder's TID): locked 0 means nobody holds the GIL (a hand-off)."""
+        raw = self.memory.read(self.gil + GIL_LAST_HOLDER, GIL_LOCKED - GIL_LAST_HOLDER + 4)
+        last, locked = struct.unpack("<Qi", raw)
+        if locked != 1 or not last:
+            return locked, None
+        tid = self._tid_of_tstate.get(last)
+        if tid is None:
+            try:
+                tid = self._native_id(last)
+            except MemoryReadError:
+                return locked, None
+        return locked, tid
+
+    def stack(self, tstate: int) -> tuple[Frame, ...]:
+        """The thread's Python frames, root first (the innermost MAX_DEPTH of them)."""
+        lay, mem = self.layout, self.memory
+        if lay.cframe_current_frame is not None:
+            cframe = mem.pointer(tstate + lay.tstate_frame)
+            frame = mem.pointer(cframe + lay.cframe_current_frame) if cframe else 0
+        else:
+            frame = mem.pointer(tstate + lay.tstate_frame)
+        frames: list[Frame] = []
+        header = lay.frame_header_size
+        depth = 0
+        while frame and depth < MAX_DEPTH:
+            depth += 1
+            raw = mem.read(frame, header)
+            code = int.from_bytes(raw[lay.frame_code : lay.frame_code + 8], "little")
+            previous = int.from_bytes(raw[lay.frame_previous : lay.frame_previous + 8], "little")
+            shim = (
+                lay.skips_shim_frames and lay.frame_owner is not None and raw[lay.frame_owner] == 3
+            )
+            if not shim:
+                python_frame = self.code_frame(code)
+                if python_frame is not None:
+                    frames.append(python_frame)
+            frame = previous
+        frames.reverse()
+        return tuple(frames)
+
+    def code_frame(self, code: int) -> Frame | None:
+        """The function a code object names, or None when `code` is not a code object
+        (checked by its type, once per address)."""
+        if code in self._code_frames:
+            return self._code_frames[code]
+        lay, mem = self.layout, self.memory
+        frame: Frame | None = None
+        try:
+            if code and mem.pointer(code + OB_TYPE) == self.located.code_type:
+                name_at = lay.code_qualname if lay.code_qualname is not None else lay.code_name
+                frame = Frame(
+                    self.string(mem.pointer(code + name_at)),
+                    self.string(mem.pointer(code + lay.code_filename)),
+                    mem.int32(code + lay.code_firstlineno),
+                )
+        except MemoryReadError:
+            return None  # not cached: a pointer caught mid-update
+        if len(self._code_frames) > 100_000:
+            self._code_frames.clear()
+        self._code_frames[code] = frame
+        return frame
+
+    def string(self, address: int) -> str:
+        """A str object's text (compact strings: what code names and file names are)."""
+        lay, mem = self.layout, self.memory
+        raw = mem.read(address + lay.unicode_length, lay.unicode_state - lay.unicode_length + 4)
+        length = int.from_bytes(raw[:8], "little")
+        state = int.from_bytes(raw[-4:], "little")
+        kind, compact, ascii_ = (state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1
+        if not compact or kind not in (1, 2, 4) or length > _MAX_NAME:
+            return "?"
+        start = lay.unicode_ascii_size if ascii_ else lay.unicode_compact_size
+        data = mem.read(address + start, length * kind) if length else b""
+        encoding = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind]
+        return data.decode(encoding, "replace")
+
+
+def open_interpreter(pid: int) -> Interpreter:
+    """The target's interpreter, checked (see `check`); StatesUnavailable says why not,
+    NotReadyYet when it is too young to read."""
+    memory = TargetMemory(pid)
+    try:
+        located = locate(pid, memory)
+        layout, debug_gil = _layout_for(located, memory)
+        if layout.free_threaded:
+            raise StatesUnavailable(
+                "free-threaded build: there is no GIL to hold or wait for; use --mode wall "
+                "or --mode cpu"
+            )
+        interpreter = Interpreter(pid, memory, located, layout)
+        check(interpreter, debug_gil)
+    except BaseException:
+        memory.close()
+        raise
+    return interpreter
+
+
+def _tasks(pid: int) -> set[int]:
+    try:
+        return {int(name) for name in os.listdir(f"/proc/{pid}/task")}
+    except OSError:
+        raise StatesUnavailable(f"PID {pid}: no such process") from None
+
+
+def check(interpreter: Interpreter, debug_gil: dict[str, int]) -> None:
+    """Refuse a layout that does not describe this process: the thread list must name
+    only the target's own threads, `locked` must be 0 or 1, the holder one of the threads,
+    and a thread's frame must point at a code object (its type is PyCode_Type)."""
+    pid, lay = interpreter.pid, interpreter.layout
+    refuse = f"PID {pid}: the CPython 3.{lay.minor} layout ({lay.source}) does not match"
+    if debug_gil and (
+        debug_gil["holder"] != debug_gil["gil_runtime_state"] + GIL_LAST_HOLDER
+        or debug_gil["locked"] != debug_gil["gil_runtime_state"] + GIL_LOCKED
+    ):
+        raise StatesUnavailable(f"{refuse}: _Py_DebugOffsets places the GIL's fields elsewhere")
+    try:
+        if not interpreter.main_interpreter():
+            raise NotReadyYet(f"PID {pid}: interpreter not initialised yet")
+        interpreter.gil = interpreter.find_gil()
+        threads = interpreter.threads()
+    except MemoryReadError:
+        raise NotReadyYet(f"PID {pid}: interpreter not readable yet") from None
+    if not threads:
+        raise NotReadyYet(f"PID {pid}: no Python thread yet")
+    stray = set(threads) - _tasks(pid)
+    if stray:
+        raise StatesUnavailable(f"{refuse}: thread ids {sorted(stray)[:3]} are not its threads")
+    holders: set[int | None] = set()
+    for _ in range(20):  # a hand-off can leave `locked` 0 for a moment: look several times
+        try:
+            locked, holder = interpreter.holder()
+        except MemoryReadError:
+            raise StatesUnavailable(f"{refuse}: the GIL is not readable") from None
+        if locked not in (0, 1):
+            raise StatesUnavailable(f"{refuse}: the GIL's `locked` reads {locked}")
+        if locked:
+            holders.add(holder)
+    if holders and not holders & set(threads):
+        raise StatesUnavailable(f"{refuse}: the GIL's holder is none of its threads")
+    if not any(_has_code(interpreter, thread.tstate) for thread in threads.values()):
+        raise StatesUnavailable(f"{refuse}: no thread's frame points at a code object")
+
+
+def _has_code(interpreter: Interpreter, tstate: int) -> bool:
+    try:
+        return bool(interpreter.stack(tstate))
+    except MemoryReadError:
+        return False
