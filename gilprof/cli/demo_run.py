@@ -121,7 +121,7 @@ def run_side(
             say(f"[{impl}] sampling rank 0 (pid {info.pid}) for {settings.window_s:g} s")
             # 1 s windows: more batches for the intervals, at ~8% of time lost to restarts.
             options = SessionOptions(
-                SamplerSettings(Mode.GIL, settings.rate_hz),
+                SamplerSettings(Mode.STATES, settings.rate_hz),
                 duration=settings.window_s,
                 window_s=1.0,
             )

@@ -94,6 +94,11 @@ IO_WAIT_SYMBOLS = frozenset(
         "sigwait",
         "sigtimedwait",
         "pause",
+        # system calls as the thread-state reader names them (/proc/TID/syscall)
+        "epoll_pwait2",
+        "recvmmsg",
+        "rt_sigtimedwait",
+        "waitid",
     }
 )
 _IDLE = IO_WAIT_SYMBOLS | {"clock_nanosleep", "nanosleep", "__nanosleep", "pysleep", "time_sleep"}

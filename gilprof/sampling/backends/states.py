@@ -88,7 +88,7 @@ class ReaderThread:
 
 
 class ThreadNames:
-    """Python thread names by pthread id, for threads py-spy's --gil output never names
+    """Python thread names by Linux thread id, for threads py-spy's --gil output never names
     (those that never held the GIL while sampled). The reader cannot read them cheaply (a
     name is an attribute of a `threading.Thread` object), so `py-spy dump --nonblocking`
     reads them, in the background, at start and when an unnamed thread appears (at most
@@ -125,7 +125,7 @@ class ThreadNames:
         except (OSError, ValueError, subprocess.TimeoutExpired):
             return  # names are a courtesy: the ids stand in for them
         for thread in threads if isinstance(threads, list) else []:
-            tid, name = thread.get("thread_id"), thread.get("thread_name")
+            tid, name = thread.get("os_thread_id"), thread.get("thread_name")
             if isinstance(tid, int) and isinstance(name, str) and name:
                 self.names[tid] = name
 

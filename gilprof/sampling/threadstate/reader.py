@@ -14,8 +14,9 @@ time-weighted shares are unbiased. A tick that comes late (the reader did not ge
 time) is not made up by a burst: the late reading covers the time since.
 
 Only Python threads are read (the interpreter's own thread list), so a process with 128
-OpenMP threads costs what its few Python threads cost. Idle threads' stacks are not read:
-their leaf is the system call they sit in.
+OpenMP threads costs what its few Python threads cost. An idle thread's stack ends in a
+frame naming the system call it sits in (file SYSCALL_FILE), which is what tells a device
+wait or a sleep from I/O (gilprof.analysis.loop).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from gilprof.sampling.threadstate.target import (
 )
 
 THREADS_REFRESH_S = 0.5  # how often the interpreter's thread list is walked again
+THREADS_RECHECK_S = 0.02  # how soon, when the GIL's holder is a thread not yet listed
 SYSCALL_FILE = "[syscall]"  # the file of the leaf frame that names an idle thread's syscall
 
 
@@ -85,8 +87,10 @@ class StateReader:
         self.files.close()
         self.interpreter.memory.close()
 
-    def _refresh_threads(self, now: float) -> None:
-        if now - self._threads_at < THREADS_REFRESH_S:
+    def _refresh_threads(self, now: float, soon: bool = False) -> None:
+        """Walk the thread list again every THREADS_REFRESH_S, or after THREADS_RECHECK_S
+        when `soon` (a holder that is none of the known threads: one just started)."""
+        if now - self._threads_at < (THREADS_RECHECK_S if soon else THREADS_REFRESH_S):
             return
         try:
             self.threads = self.interpreter.threads()
@@ -113,27 +117,28 @@ class StateReader:
             if now - due > self.period:
                 out.late_ticks += 1
             readings = self.tick(now, out)
-            for pthread_id, key in readings.items():
-                run = runs.get(pthread_id)
+            for tid, key in readings.items():
+                run = runs.get(tid)
                 if run is not None and run[0] == key:
                     continue
                 if run is not None:
-                    out.spans.append((_sample(pthread_id, run[0]), run[1], now))
-                runs[pthread_id] = (key, now)
-            for pthread_id in [p for p in runs if p not in readings]:  # a thread that ended
-                key, start = runs.pop(pthread_id)
-                out.spans.append((_sample(pthread_id, key), start, now))
+                    out.spans.append((_sample(tid, run[0]), run[1], now))
+                runs[tid] = (key, now)
+            for tid in [p for p in runs if p not in readings]:  # a thread that ended
+                key, start = runs.pop(tid)
+                out.spans.append((_sample(tid, key), start, now))
             last_tick = now
             due = now + self.period * self.random.uniform(0.5, 1.5)
         end = min(time.monotonic(), last_tick + self.period)
-        for pthread_id, (key, start) in runs.items():
-            out.spans.append((_sample(pthread_id, key), start, end))
+        for tid, (key, start) in runs.items():
+            out.spans.append((_sample(tid, key), start, end))
         out.t_last = end
         out.cpu_s = time.thread_time() - cpu0
         return out
 
     def tick(self, now: float, out: Recording) -> dict[int, tuple[ThreadState, tuple[Frame, ...]]]:
-        """Each Python thread's (state, stack) now, keyed by its pthread id."""
+        """Each Python thread's (state, stack) now, keyed by its Linux thread id (the id
+        py-spy's raw output gives, and so the profile's)."""
         self._refresh_threads(now)
         interpreter = self.interpreter
         try:
@@ -141,7 +146,9 @@ class StateReader:
         except MemoryReadError:
             locked, holder = 0, None
         if locked == 1 and holder not in self.threads:
-            out.holder_unknown += 1
+            self._refresh_threads(now, soon=True)
+            if holder not in self.threads:
+                out.holder_unknown += 1
         gil = interpreter.gil
         readings: dict[int, tuple[ThreadState, tuple[Frame, ...]]] = {}
         for tid, thread in self.threads.items():
@@ -157,17 +164,18 @@ class StateReader:
             elif activity.kind == RUNNING:
                 state = ThreadState.NATIVE
             else:
-                readings[thread.pthread_id] = (ThreadState.IDLE, _idle_frames(activity))
-                continue
+                state = ThreadState.IDLE
             try:
                 frames = interpreter.stack(thread.tstate)
             except MemoryReadError:
                 frames = ()  # the stack changed under the read: the state still counts
-            readings[thread.pthread_id] = (state, frames)
+            if state is ThreadState.IDLE:  # where it waits: a device wait, a sleep, I/O
+                frames += _idle_frames(activity)
+            readings[tid] = (state, frames)
         out.ticks += 1
         out.thread_reads += len(readings)
         return readings
 
 
-def _sample(pthread_id: int, key: tuple[ThreadState, tuple[Frame, ...]]) -> Sample:
-    return Sample(pthread_id, "", key[1], 1, key[0])
+def _sample(tid: int, key: tuple[ThreadState, tuple[Frame, ...]]) -> Sample:
+    return Sample(tid, "", key[1], 1, key[0])

@@ -65,7 +65,7 @@ class TargetMemory:
             raise MemoryReadError(f"null pointer read at {address:#x}")
         try:
             data = os.pread(self.fd, size, address)
-        except OSError as exc:
+        except (OSError, OverflowError) as exc:  # OverflowError: a garbage pointer >= 2**63
             raise MemoryReadError(f"cannot read {size} bytes at {address:#x}: {exc}") from None
         if len(data) != size:
             raise MemoryReadError(f"short read at {address:#x}")
