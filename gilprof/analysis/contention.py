@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gilprof.model import Frame, ThreadState
 
@@ -72,26 +72,41 @@ def has_spans(profile: object) -> bool:
     return profile.sampling.mode.reads_states and any(w.spans for w in profile.windows)
 
 
-def analyze(profile: object) -> Contention:
-    """Contention figures from a contention-mode profile's spans (time-weighted)."""
+@dataclass
+class WindowContention:
+    """One window's contention in seconds: per thread and state, per wait site, per
+    (waiter, holder, holder function, file); compare and gate put intervals on these."""
+
+    seconds: float
+    held_any: float = 0.0
+    states: dict[int, dict[ThreadState, float]] = field(default_factory=dict)
+    wait_sites: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    blame: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+
+
+def per_window(profile: object) -> list[WindowContention]:
+    """Every window's contention, from its spans (time-weighted)."""
     from gilprof.analysis.attribution import thread_label
     from gilprof.profile import Profile
 
     assert isinstance(profile, Profile)
-    per_state: dict[int, dict[ThreadState, float]] = {}
-    wait_sites: dict[tuple[str, str, str], float] = {}
-    blame: dict[tuple[str, str, str, str], float] = {}
-    held_any = 0.0
-    total = 0.0
     func_cache: dict[int, Frame | None] = {}
+    labels: dict[int, str] = {}
 
     def func_of(stack: int) -> Frame | None:
         if stack not in func_cache:
             func_cache[stack] = python_function(profile.stack_frames(stack))
         return func_cache[stack]
 
+    def label(tid: int) -> str:
+        if tid not in labels:
+            labels[tid] = thread_label(profile, tid)
+        return labels[tid]
+
+    out = []
     for window in profile.windows:
-        total += window.seconds
+        acc = WindowContention(window.seconds)
+        out.append(acc)
         # Boundaries of every span: between two boundaries each thread's state is constant.
         points = sorted({t for span in window.spans for t in (span[2], span[3])})
         if len(points) < 2:
@@ -99,9 +114,9 @@ def analyze(profile: object) -> Contention:
         by_thread: dict[int, list[tuple[float, float, int]]] = {}
         for tid, stack, t0, t1 in window.spans:
             by_thread.setdefault(tid, []).append((t0, t1, stack))
-        cursors = {tid: 0 for tid in by_thread}
-        for tid in by_thread:
-            by_thread[tid].sort()
+        cursors = dict.fromkeys(by_thread, 0)
+        for spans in by_thread.values():
+            spans.sort()
         for a, b in itertools.pairwise(points):
             dt = b - a
             if dt <= 0:
@@ -117,35 +132,55 @@ def analyze(profile: object) -> Contention:
                     continue
                 stack = spans[i][2]
                 state = profile.stacks[stack].state
-                states = per_state.setdefault(tid, {})
+                states = acc.states.setdefault(tid, {})
                 states[state] = states.get(state, 0.0) + dt
                 if state is ThreadState.HELD:
                     holders.append((tid, stack))
                 elif state is ThreadState.WAITING:
                     waiters.append((tid, stack))
             if holders:
-                held_any += dt
+                acc.held_any += dt
             for tid, stack in waiters:
-                name = thread_label(profile, tid)
+                name = label(tid)
                 where = func_of(stack)
-                site = (
-                    name,
-                    where.name if where else "?",
-                    os.path.basename(where.file) if where else "",
-                )
-                wait_sites[site] = wait_sites.get(site, 0.0) + dt
+                site = (name, where.name if where else "?", _base(where))
+                acc.wait_sites[site] = acc.wait_sites.get(site, 0.0) + dt
                 if not holders:
                     key = (name, NO_HOLDER, "", "")
-                    blame[key] = blame.get(key, 0.0) + dt
+                    acc.blame[key] = acc.blame.get(key, 0.0) + dt
                 for htid, hstack in holders:
                     hf = func_of(hstack)
-                    key = (
-                        name,
-                        thread_label(profile, htid),
-                        hf.name if hf else "?",
-                        os.path.basename(hf.file) if hf else "",
-                    )
-                    blame[key] = blame.get(key, 0.0) + dt / len(holders)
+                    key = (name, label(htid), hf.name if hf else "?", _base(hf))
+                    acc.blame[key] = acc.blame.get(key, 0.0) + dt / len(holders)
+    return out
+
+
+def _base(frame: Frame | None) -> str:
+    return os.path.basename(frame.file) if frame else ""
+
+
+def analyze(profile: object) -> Contention:
+    """Contention figures from a profile's spans (states or contention mode), as shares of
+    the sampled wall time."""
+    from gilprof.analysis.attribution import thread_label
+    from gilprof.profile import Profile
+
+    assert isinstance(profile, Profile)
+    per_state: dict[int, dict[ThreadState, float]] = {}
+    wait_sites: dict[tuple[str, str, str], float] = {}
+    blame: dict[tuple[str, str, str, str], float] = {}
+    held_any = total = 0.0
+    for acc in per_window(profile):
+        total += acc.seconds
+        held_any += acc.held_any
+        for tid, states in acc.states.items():
+            mine = per_state.setdefault(tid, {})
+            for state, seconds in states.items():
+                mine[state] = mine.get(state, 0.0) + seconds
+        for site, seconds in acc.wait_sites.items():
+            wait_sites[site] = wait_sites.get(site, 0.0) + seconds
+        for key, seconds in acc.blame.items():
+            blame[key] = blame.get(key, 0.0) + seconds
 
     def share(seconds: float) -> float:
         return min(1.0, seconds / total) if total > 0 else 0.0

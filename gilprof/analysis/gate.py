@@ -27,25 +27,31 @@ class GateBudgets:
     max_utilization: float | None = None
     max_host_step_p50_ms: float | None = None
     max_regression: float | None = None
+    # thread-state budgets (states and contention mode): THREAD -> percent of wall waiting
+    # for the GIL; FUNC -> percent of wall any thread waited while a holder ran FUNC
+    max_wait: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    max_blame: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     def is_empty(self) -> bool:
-        return not self.max_share and all(
+        return not (self.max_share or self.max_wait or self.max_blame) and all(
             value is None
             for value in (self.max_utilization, self.max_host_step_p50_ms, self.max_regression)
         )
 
 
-def parse_share(values: tuple[str, ...]) -> dict[str, float]:
-    """`FUNC=PERCENT` strings (the --max-share option) -> {function: percent}."""
+def parse_share(
+    values: tuple[str, ...], option: str = "--max-share", what: str = "FUNC"
+) -> dict[str, float]:
+    """`NAME=PERCENT` strings (--max-share, --max-wait, --max-blame) -> {name: percent}."""
     out = {}
     for value in values:
-        name, sep, pct = value.partition("=")
+        name, sep, pct = value.rpartition("=")
         try:
             limit = float(pct.rstrip("%"))
         except ValueError:
             limit = -1.0
         if not sep or not name or not 0 <= limit <= 100:
-            raise UsageError(f"--max-share expects FUNC=PERCENT (0-100), got {value!r}")
+            raise UsageError(f"{option} expects {what}=PERCENT (0-100), got {value!r}")
         out[name] = limit
     return out
 
@@ -53,9 +59,13 @@ def parse_share(values: tuple[str, ...]) -> dict[str, float]:
 def merge_budgets(layers: list[GateBudgets]) -> GateBudgets:
     """Later layers override earlier ones budget by budget (recipe < budget file < flags)."""
     shares: dict[str, float] = {}
+    waits: dict[str, float] = {}
+    blame: dict[str, float] = {}
     utilization = host_p50 = regression = None
     for layer in layers:
         shares.update(layer.max_share)
+        waits.update(layer.max_wait)
+        blame.update(layer.max_blame)
         utilization = _pick(layer.max_utilization, utilization)
         host_p50 = _pick(layer.max_host_step_p50_ms, host_p50)
         regression = _pick(layer.max_regression, regression)
@@ -64,6 +74,8 @@ def merge_budgets(layers: list[GateBudgets]) -> GateBudgets:
         max_utilization=utilization,
         max_host_step_p50_ms=host_p50,
         max_regression=regression,
+        max_wait=dict(waits),
+        max_blame=dict(blame),
     )
 
 
@@ -141,8 +153,8 @@ def evaluate(
     """
     if budgets.is_empty():
         raise UsageError(
-            "no budgets given: use --max-share, --max-utilization, --max-regression, "
-            "--max-host-step-p50 or --budget FILE"
+            "no budgets given: use --max-share, --max-wait, --max-blame, --max-utilization, "
+            "--max-regression, --max-host-step-p50 or --budget FILE"
         )
     refuse_empty(profile, "the profile")
     results: list[BudgetResult] = []
@@ -206,6 +218,10 @@ def evaluate(
                 f"{steps.iterations} iterations",
             )
         )
+    if budgets.max_wait or budgets.max_blame:
+        from gilprof.analysis.gate_waits import wait_results
+
+        results.extend(wait_results(profile, budgets.max_wait, budgets.max_blame))
     if budgets.max_regression is not None:
         if baseline is None:
             raise UsageError("--max-regression needs a baseline profile (--baseline PROFILE)")

@@ -28,6 +28,22 @@ budget_options = options(
         metavar="FUNC=PCT",
         help="Fail if FUNC's total GIL share exceeds PCT percent (repeatable).",
     ),
+    click.option(
+        "--max-wait",
+        "max_wait",
+        multiple=True,
+        metavar="THREAD=PCT",
+        help="Fail if a thread (name regex) waits for the GIL more than PCT percent of wall "
+        "time (states or contention mode; repeatable).",
+    ),
+    click.option(
+        "--max-blame",
+        "max_blame",
+        multiple=True,
+        metavar="FUNC=PCT",
+        help="Fail if threads wait for the GIL more than PCT percent of wall time while FUNC "
+        "holds it (states or contention mode; repeatable).",
+    ),
     click.option("--baseline", type=click.Path(), help="Baseline profile for --max-regression."),
     _percent(
         "--max-regression",

@@ -36,6 +36,8 @@ from gilprof.renderers import info, render
 def command(
     profile: str,
     max_share: tuple[str, ...],
+    max_wait: tuple[str, ...],
+    max_blame: tuple[str, ...],
     baseline: str | None,
     max_regression: float | None,
     min_share: float,
@@ -55,6 +57,7 @@ def command(
     \b
     Examples:
       gilprof gate after.json --max-share safe_broadcast=5 --max-utilization 80
+      gilprof gate after.json --max-wait executor=10 --max-blame tokenize=5
       gilprof gate after.json --baseline main.json --max-regression 10
       gilprof gate after.json --steps rank0.log --max-host-step-p50 110 --junit gate.xml
       gilprof gate after.json --budget budgets.toml
@@ -83,6 +86,8 @@ def command(
         load_budget_file(budget_file) if budget_file else GateBudgets(),
         GateBudgets(
             max_share=parse_share(max_share),
+            max_wait=parse_share(max_wait, "--max-wait", "THREAD"),
+            max_blame=parse_share(max_blame, "--max-blame", "FUNC"),
             max_utilization=max_utilization,
             max_host_step_p50_ms=max_host_step_p50,
             max_regression=max_regression,

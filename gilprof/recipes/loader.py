@@ -169,7 +169,14 @@ _TARGET_KEYS = ("rank", "role", "match", "role_env", "parent_match", "threads")
 _SAMPLING_KEYS = ("mode", "rate", "duration", "native")
 _WATCH_KEYS = ("function", "file", "why", "fix")
 _STEPS_KEYS = ("log", "parser", "loop_thread", "device_wait")
-_GATE_KEYS = ("max_share", "max_utilization", "max_host_step_p50_ms", "max_regression")
+_GATE_KEYS = (
+    "max_share",
+    "max_utilization",
+    "max_host_step_p50_ms",
+    "max_regression",
+    "max_wait",
+    "max_blame",
+)
 
 
 def _target(check: _Checker, raw: Any) -> TargetSpec:
@@ -258,20 +265,28 @@ def _steps(check: _Checker, raw: Any) -> StepsSpec:
     )
 
 
+def _percent_table(check: _Checker, data: dict[str, Any], name: str, what: str) -> dict[str, float]:
+    """[gate.NAME] as {key: percent}; function keys must look like function names."""
+    out: dict[str, float] = {}
+    if name not in data:
+        return out
+    table = data[name]
+    if not isinstance(table, dict):
+        raise check.expected(f"gate.{name}", f"a table of {what} = percent", table)
+    for item, percent in table.items():
+        key = f"gate.{name}.{item}"
+        if what == "function" and not FUNCTION_RE.match(item):
+            raise check.expected(key, "a function name or qualname as the key", item)
+        out[item] = check.number(percent, key, at_least=0, at_most=100)
+    return out
+
+
 def _gate(check: _Checker, raw: Any) -> GateBudgets:
     data = check.table(raw, "gate", _GATE_KEYS)
-    shares: dict[str, float] = {}
-    if "max_share" in data:
-        table = data["max_share"]
-        if not isinstance(table, dict):
-            raise check.expected("gate.max_share", "a table of function = percent", table)
-        for function, percent in table.items():
-            key = f"gate.max_share.{function}"
-            if not FUNCTION_RE.match(function):
-                raise check.expected(key, "a function name or qualname as the key", function)
-            shares[function] = check.number(percent, key, at_least=0, at_most=100)
     return GateBudgets(
-        max_share=MappingProxyType(shares),
+        max_share=MappingProxyType(_percent_table(check, data, "max_share", "function")),
+        max_wait=MappingProxyType(_percent_table(check, data, "max_wait", "thread regex")),
+        max_blame=MappingProxyType(_percent_table(check, data, "max_blame", "function")),
         max_utilization=check.number(
             data["max_utilization"], "gate.max_utilization", above=0, at_most=100
         )
