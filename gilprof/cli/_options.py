@@ -219,7 +219,7 @@ watch_options = options(
 output_option = click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="Write to this file (atomically) instead of stdout.",
 )
 
