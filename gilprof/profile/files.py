@@ -154,7 +154,12 @@ def check_folder(
         os.makedirs(name, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"{name}: cannot write: {_reason(exc, ancestor)}") from None
-    _probe(name, name, min_free)
+    try:
+        _probe(name, name, min_free)
+    except UsageError:
+        with suppress(OSError):  # made for nothing: do not leave it behind
+            os.rmdir(name)
+        raise
 
 
 def cannot_write(path: str, exc: OSError) -> UsageError:
