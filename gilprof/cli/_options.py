@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -222,7 +223,7 @@ watch_options = options(
 output_option = click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="Write to this file (atomically) instead of stdout.",
 )
 
@@ -252,3 +253,47 @@ all_frames_option = click.option(
     is_flag=True,
     help="Keep thread-bootstrap (Thread._bootstrap, Thread.run) and <module> frames.",
 )
+
+
+class LaunchCommand(click.Command):
+    """A command ending in a command to launch (`attach`, `exec`: `ignore_unknown_options` and
+    a nargs=-1 UNPROCESSED argument). Click would take a mistyped option for the first word of
+    that command; here an unknown option before the launch command (before `--`, or before the
+    first word that is not an option) is refused as click refuses it elsewhere, with the
+    nearest option named. Words from the launch command's first word on are left untouched."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        self._refuse_unknown_options(ctx, args)
+        return super().parse_args(ctx, args)
+
+    def _refuse_unknown_options(self, ctx: click.Context, args: list[str]) -> None:
+        takes_value: dict[str, bool] = {}
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Option):
+                for name in (*param.opts, *param.secondary_opts):
+                    takes_value[name] = not (param.is_flag or param.count)
+        words = iter(args)
+        for word in words:
+            if word == "--" or word == "-" or not word.startswith("-"):
+                return  # the launch command starts here
+            if word.startswith("--"):
+                name, has_value, _ = word.partition("=")
+                if name not in takes_value:
+                    raise _no_such_option(name, takes_value, ctx)
+                if takes_value[name] and not has_value:
+                    next(words, None)
+                continue
+            for j, letter in enumerate(word[1:], start=1):  # -q, -d5, -qd 5
+                name = "-" + letter
+                if name not in takes_value:
+                    raise _no_such_option(word if j == 1 else name, takes_value, ctx)
+                if takes_value[name]:
+                    if j == len(word) - 1:
+                        next(words, None)
+                    break
+
+
+def _no_such_option(name: str, known: dict[str, bool], ctx: click.Context) -> click.NoSuchOption:
+    candidates = [option for option in known if option.startswith("--")] or list(known)
+    close = difflib.get_close_matches(name, candidates, n=1)
+    return click.NoSuchOption(name, possibilities=close, ctx=ctx)

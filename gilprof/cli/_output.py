@@ -8,7 +8,7 @@ import sys
 import click
 
 from gilprof.errors import UsageError
-from gilprof.profile import write_text_atomic
+from gilprof.profile import check_writable, write_bytes_atomic, write_text_atomic
 from gilprof.renderers import info
 
 
@@ -17,6 +17,7 @@ def emit(kind: str, fmt: str, output: str | None, result: object, **options: obj
     renderer = info(kind, fmt)
     if renderer.binary and output is None:
         raise UsageError(f"--format {fmt} writes binary data: give -o FILE{renderer.extension}")
+    check_output(output)  # before rendering: a big page is not rendered to be thrown away
     color = output is None and sys.stdout.isatty()
     data = renderer.func(result, color=color, **options)
     if output is None:
@@ -27,11 +28,10 @@ def emit(kind: str, fmt: str, output: str | None, result: object, **options: obj
         write_text_atomic(output, data)
 
 
-def write_bytes_atomic(path: str, data: bytes) -> None:
-    tmp = f"{path}.gilprof-tmp"
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
+def check_output(output: str | None) -> None:
+    """Refuse an -o that cannot be written before the work (loading, analysis, rendering)."""
+    if output is not None:
+        check_writable(output)
 
 
 def append_github_summary(markdown: str) -> None:

@@ -7,6 +7,7 @@ import sys
 import click
 
 from gilprof.cli._options import (
+    LaunchCommand,
     SamplingChoice,
     backend_option,
     duration_option,
@@ -23,7 +24,7 @@ from gilprof.sampling.capture import CaptureRequest, capture
 from gilprof.sampling.discover import Selection
 
 
-@click.command("attach", context_settings={"ignore_unknown_options": True})
+@click.command("attach", cls=LaunchCommand, context_settings={"ignore_unknown_options": True})
 @click.option(
     "--ranks",
     metavar="all|local|N-M|N,M",

@@ -13,7 +13,7 @@ from gilprof.cli._options import (
     top_option,
     watch_options,
 )
-from gilprof.cli._output import emit
+from gilprof.cli._output import check_output, emit
 from gilprof.cli._recipe import recipe_option, watch_list
 from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import UsageError
@@ -68,6 +68,7 @@ def command(
     also gets its host/device verdict from its loop thread (see `gilprof report --steps`).
     """
     info("compare", fmt)  # an unknown format fails before any file is read
+    check_output(output)  # and so does an -o that cannot be written
     if (steps_before is None) != (steps_after is None):
         raise UsageError("give both --steps-before and --steps-after, or neither")
     b, a = Profile.load(before), Profile.load(after)

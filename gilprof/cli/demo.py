@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import sys
-import tempfile
-from pathlib import Path
 
 import click
 
 from gilprof.cli._options import number_option
-from gilprof.cli.demo_run import DemoSettings, run_demo
+from gilprof.cli.demo_run import DemoSettings, demo_folder, run_demo
 from gilprof.renderers import render
 from gilprof.sampling.capture import stop_on_signals
 
@@ -18,7 +16,7 @@ from gilprof.sampling.capture import stop_on_signals
 @click.option(
     "-o",
     "--output-dir",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     help="Folder for profiles, logs and report.md (default: a new gilprof-demo-* folder "
     "under the system temp dir; never the current directory).",
 )
@@ -57,7 +55,7 @@ def command(
     Leaves before/after profiles, logs and report.md (a plain-language summary first,
     then the comparison) in the output folder, whose path it prints.
     """
-    folder = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="gilprof-demo-"))
+    folder = demo_folder(output_dir)  # made and checked before anything is launched
     click.echo(f"gilprof demo: writing to {folder}", err=True)
     settings = DemoSettings(
         output_dir=folder, window_s=window, warmup_s=warmup, ranks=ranks, server_args=server_args

@@ -7,8 +7,8 @@ log. The two profiles and logs are compared with gilprof.analysis.compare.
 
 from __future__ import annotations
 
-import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +22,8 @@ from gilprof.analysis.verdict import Verdict
 from gilprof.cli._verdict import VerdictChoice
 from gilprof.errors import TargetError, UsageError
 from gilprof.model import Mode
-from gilprof.profile import Profile, write_text_atomic
+from gilprof.profile import Profile, check_folder, write_text_atomic
+from gilprof.profile.files import cannot_write
 from gilprof.recipes import load_recipe
 from gilprof.renderers import render
 from gilprof.renderers.compare import demo_summary
@@ -75,6 +76,21 @@ def example_server() -> Path:
     raise UsageError("the example server (examples/disagg_gen/server.py) is not installed")
 
 
+def demo_folder(output_dir: str | None) -> Path:
+    """The demo's output folder, made now and checked writable (it gets several files): -o, or
+    a new gilprof-demo-* folder under the system temp dir."""
+    if output_dir is not None:
+        check_folder(output_dir, create=True)
+        return Path(output_dir)
+    try:
+        return Path(tempfile.mkdtemp(prefix="gilprof-demo-"))
+    except OSError as exc:
+        raise UsageError(
+            f"cannot make a gilprof-demo-* folder in the temp dir: {exc.strerror or exc}; "
+            "give -o DIR"
+        ) from None
+
+
 def _require_mpi4py() -> None:
     try:
         import mpi4py  # noqa: F401
@@ -106,7 +122,11 @@ def run_side(
     say(
         f"[{impl}] launching {settings.ranks} ranks: mpiexec -n {settings.ranks} ... server.py --impl {impl}"
     )
-    with open(log_path, "wb") as log:
+    try:
+        log = open(log_path, "wb")  # noqa: SIM115  # closed below, after the job ends
+    except OSError as exc:
+        raise cannot_write(str(log_path), exc) from None
+    with log:
         job = LaunchedJob(argv, stdout=log.fileno(), stderr=log.fileno())
         try:
             info = job.wait_for_rank(0, Selection(), timeout=90, stop=stop)
@@ -146,9 +166,7 @@ def run_demo(
     settings: DemoSettings, stop: threading.Event, say: Callable[[str], None] = lambda _: None
 ) -> DemoResult:
     _require_mpi4py()
-    settings.output_dir.mkdir(parents=True, exist_ok=True)
-    if not os.access(settings.output_dir, os.W_OK):
-        raise UsageError(f"output folder {settings.output_dir} is not writable")
+    check_folder(settings.output_dir, create=True)
     before = run_side(settings.impls[0], settings, stop, say)
     after = run_side(settings.impls[1], settings, stop, say)
     warmup_iterations = 3

@@ -8,6 +8,7 @@ import re
 import click
 
 from gilprof.cli._options import (
+    LaunchCommand,
     SamplingChoice,
     duration_option,
     keep_cmdline_option,
@@ -26,7 +27,9 @@ DEFAULT_FOLDER = "gilprof-profiles"
 
 
 @click.command(
-    "exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+    "exec",
+    cls=LaunchCommand,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option(
     "--ranks",

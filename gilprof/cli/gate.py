@@ -11,7 +11,7 @@ from gilprof.cli._output import append_github_summary
 from gilprof.cli._recipe import recipe_option, watch_list
 from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import BudgetFailed
-from gilprof.profile import Profile, write_text_atomic
+from gilprof.profile import Profile, check_writable, write_text_atomic
 from gilprof.recipes import Recipe, load_budget_file
 from gilprof.renderers import info, render
 
@@ -29,7 +29,7 @@ from gilprof.renderers import info, render
 @recipe_option
 @click.option(
     "--junit",
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="Also write JUnit XML (one testcase per budget).",
 )
 @format_option("gate", "table")
@@ -81,6 +81,8 @@ def command(
     the host/device verdict is printed too (information, not a budget).
     """
     info("gate", fmt)  # an unknown format fails before any file is read
+    if junit:
+        check_writable(junit)
     budgets, note = resolve_budgets(
         recipe.gate if recipe else GateBudgets(),
         load_budget_file(budget_file) if budget_file else GateBudgets(),

@@ -7,14 +7,12 @@ import os
 import click
 
 from gilprof.errors import UsageError
-from gilprof.profile import load_profiles, merge_profiles, save_bundle
+from gilprof.profile import check_writable, load_profiles, merge_profiles, save_bundle
 
 
 @click.command("merge")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
-@click.option(
-    "-o", "--output", required=True, type=click.Path(dir_okay=False), help="Bundle file to write."
-)
+@click.option("-o", "--output", required=True, type=click.Path(), help="Bundle file to write.")
 def command(inputs: tuple[str, ...], output: str) -> None:
     """Combine profiles of one job (several ranks, several hosts) into one bundle file.
 
@@ -30,6 +28,7 @@ def command(inputs: tuple[str, ...], output: str) -> None:
       srun --ntasks-per-node=1 gilprof attach --ranks local -d 20 -o out/node-$SLURM_NODEID
       gilprof merge out/ -o job.json && gilprof report job.json
     """
+    check_writable(output)  # before the inputs are read
     paths: list[str] = []
     for item in inputs:
         if os.path.isdir(item):

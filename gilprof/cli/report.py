@@ -15,7 +15,7 @@ from gilprof.cli._options import (
     top_option,
     watch_options,
 )
-from gilprof.cli._output import emit
+from gilprof.cli._output import check_output, emit
 from gilprof.cli._recipe import recipe_option, watch_list
 from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import UsageError
@@ -84,6 +84,7 @@ def command(
     device-bound"). gil mode can prove host-bound only; --mode contention or wall profiles
     show the device waits too.
     """
+    check_output(output)  # before any profile is read
     loaded_all = [p for path in profiles for p in load_profiles(path)]
     watched = watch_list(recipe, watch, defaults=not no_default_watch)
     if len(loaded_all) > 1:

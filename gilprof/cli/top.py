@@ -60,7 +60,7 @@ def quit_key(pressed: threading.Event) -> Iterator[None]:
 @match_option
 @sampling_options
 @backend_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Also save the profile here.")
+@click.option("-o", "--output", type=click.Path(), help="Also save the profile here.")
 def command(
     pid: int | None,
     rank: int | None,

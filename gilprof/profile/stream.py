@@ -30,12 +30,12 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import tempfile
 from array import array
 from itertools import pairwise
 from typing import Any
 
-from gilprof.errors import GilprofError
+from gilprof.errors import UsageError
+from gilprof.profile.files import atomic_file, write_reason
 from gilprof.profile.profile import SCHEMA, Profile, Stack, Window
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -43,8 +43,13 @@ COMPRESS_LEVEL = 6
 _FRAME_SPAN = 1 << 32  # frame indexes stay below this; trie keys pack (node, frame) in one int
 
 
-class StreamWriteError(GilprofError):
-    """The profile's file could not be written (disk full, folder gone)."""
+class StreamWriteError(UsageError):
+    """The profile's file could not be written (disk full, folder gone): `PATH: cannot write:
+    REASON`, as every output gilprof cannot write (gilprof.profile.files)."""
+
+    @classmethod
+    def of(cls, path: str, exc: OSError) -> StreamWriteError:
+        return cls(f"{path}: cannot write: {write_reason(path, exc)}")
 
 
 class StreamWriter:
@@ -69,7 +74,7 @@ class StreamWriter:
                 name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666
             )
         except OSError as exc:
-            raise StreamWriteError(f"cannot write {name}: {exc.strerror or exc}") from None
+            raise StreamWriteError.of(name, exc) from None
         return cls(fd, name)
 
     # -- one profile ------------------------------------------------------------------------
@@ -171,14 +176,15 @@ class StreamWriter:
             while data:  # one member, whole: write() may stop short only on a full disk
                 data = data[os.write(self.fd, data) :]
         except OSError as exc:
-            self.broken = f"cannot write {self.path}: {exc.strerror or exc}"
-            raise StreamWriteError(self.broken) from None
+            error = StreamWriteError.of(self.path, exc)
+            self.broken = str(error)
+            raise error from None
 
     def sync(self) -> None:
         try:
             os.fsync(self.fd)
         except OSError as exc:
-            raise StreamWriteError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+            raise StreamWriteError.of(self.path, exc) from None
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -206,25 +212,10 @@ def _encode_runs(t0: float, spans: Any) -> list[Any]:
 
 def save_streams(path: str | os.PathLike[str], profiles: list[Profile]) -> None:
     """Complete profiles (one, or a bundle of several) written at once, atomically."""
-    target = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(
-        prefix=".gilprof-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(target))
-    )
-    writer = StreamWriter(fd, target)
-    try:
+    with atomic_file(path) as fd:  # owns the descriptor: the writer is not closed here
+        writer = StreamWriter(fd, os.fspath(path))
         for profile in profiles:
             writer.write_profile(profile)
-        writer.sync()
-        writer.close()
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        writer.close()
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def is_stream(path: str | os.PathLike[str]) -> bool:

@@ -26,7 +26,7 @@ from gilprof.errors import (
     UsageError,
 )
 from gilprof.model import Target
-from gilprof.profile import Profile
+from gilprof.profile import Profile, check_folder, check_writable
 from gilprof.redact import redact_cmdline
 from gilprof.sampling.backends import Backend, SamplerSettings, WindowResult, get_backend
 from gilprof.sampling.discover import (
@@ -81,36 +81,13 @@ def default_output(info: ProcessInfo) -> str:
 
 
 def check_output_writable(path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(folder):
-        raise UsageError(f"output folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"output folder {folder} is not writable")
-    if os.path.isdir(path):
-        raise UsageError(f"output path {path} is a directory")
-    if os.path.exists(path) and not os.path.isfile(path):
-        # The profile is written by rename, which would replace a device or FIFO (-o /dev/null).
-        raise UsageError(f"output path {path} is not a regular file")
-    try:
-        vfs = os.statvfs(folder)
-    except OSError:
-        return
-    if vfs.f_bavail * vfs.f_frsize < MIN_FREE_BYTES:
-        raise UsageError(
-            f"output folder {folder} is (nearly) full: "
-            f"{vfs.f_bavail * vfs.f_frsize // 1024} KiB free"
-        )
+    """A profile file can be written at `path`, with room for a short one."""
+    check_writable(path, min_free=MIN_FREE_BYTES)
 
 
 def prepare_folder(folder: str) -> None:
     """An output folder for one profile per rank: created if missing, checked writable."""
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise UsageError(f"-o names a folder; {folder} is a file")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create output folder {folder}: {exc.strerror or exc}") from None
-    check_output_writable(os.path.join(folder, "rank.json"))
+    check_folder(folder, create=True, min_free=MIN_FREE_BYTES)
 
 
 class CaptureObserver(Protocol):
@@ -161,6 +138,8 @@ def capture(request: CaptureRequest, observer: CaptureObserver) -> CaptureResult
     sampler.version()  # fail before launching anything if the sampler is missing
     if request.output and request.ranks is None:
         check_output_writable(request.output)
+    elif request.output:  # the folder is made once the ranks are found; refuse it now
+        check_folder(request.output, min_free=MIN_FREE_BYTES)
     jobs: list[LaunchedJob] = []
 
     def forward(signum: int) -> None:

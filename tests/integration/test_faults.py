@@ -219,7 +219,7 @@ def test_unusable_output_is_refused_before_anything_starts(tmp_path, monkeypatch
     code, line = gilprof("exec", "-o", str(read_only), "--", *job, prefix=drop)
     assert code == 2 and "not writable" in line, line
     code, line = gilprof("exec", "-o", str(fifo), "--", *job)
-    assert code == 2 and "is a file" in line, line
+    assert code == 2 and "a file is in the way" in line, line
     assert not marker.exists(), "a job was started although its profile could not be written"
 
 
