@@ -6,6 +6,7 @@ import click
 
 from gilprof.analysis.compare import compare_profiles
 from gilprof.analysis.verdict import Verdict
+from gilprof.analysis.waits import compare_waits
 from gilprof.cli._options import (
     all_frames_option,
     format_option,
@@ -92,4 +93,14 @@ def command(
         verdicts = tuple(  # type: ignore[assignment]  # exactly two, one per side
             verdict.judge(p, s, recipe, watched) for p, s in ((b, sb), (a, sa))
         )
-    emit("compare", fmt, output, comparison, profiles=(b, a), steps=(sb, sa), verdicts=verdicts)
+    waits = compare_waits(b, a, confidence=confidence) if fmt != "html" else None
+    emit(
+        "compare",
+        fmt,
+        output,
+        comparison,
+        profiles=(b, a),
+        steps=(sb, sa),
+        verdicts=verdicts,
+        waits=waits,
+    )

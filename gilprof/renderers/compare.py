@@ -12,8 +12,10 @@ from rich.text import Text
 
 from gilprof.analysis.compare import IMPROVED, REGRESSED, Comparison, ShareChange, StepsChange
 from gilprof.analysis.verdict import Verdict
+from gilprof.analysis.waits import WaitComparison
 from gilprof.renderers import register
 from gilprof.renderers._rich import to_text
+from gilprof.renderers.compare_waits import waits_dict, waits_markdown, waits_tables
 from gilprof.stats import Difference
 
 # /2: steps.verdict_before/after became the host/device verdicts of the loop thread (objects,
@@ -91,8 +93,16 @@ def comparison_dict(c: Comparison, verdicts: Verdicts = (None, None)) -> dict[st
 
 
 @register("compare", "json", extension=".json", description="machine-readable")
-def render_json(c: Comparison, verdicts: Verdicts = (None, None), **_: Any) -> str:
-    return json.dumps(comparison_dict(c, verdicts), indent=2) + "\n"
+def render_json(
+    c: Comparison,
+    verdicts: Verdicts = (None, None),
+    waits: WaitComparison | None = None,
+    **_: Any,
+) -> str:
+    out = comparison_dict(c, verdicts)
+    if waits is not None:
+        out["waits"] = waits_dict(waits)
+    return json.dumps(out, indent=2) + "\n"
 
 
 def _pct(v: float) -> str:
@@ -159,6 +169,7 @@ def render_table(
     color: bool = False,
     width: int | None = None,
     verdicts: Verdicts = (None, None),
+    waits: WaitComparison | None = None,
     **_: Any,
 ) -> str:
     out: list[Any] = [
@@ -192,6 +203,8 @@ def render_table(
             "host step p90", f"{s.host_p90_before:.1f}", f"{s.host_p90_after:.1f}", "", "", ""
         )
         out += [table, Text(steps_verdict_line(s, verdicts))]
+    if waits is not None:
+        out += waits_tables(waits)
     out.append(_share_table("Functions (total share)", list(c.functions), "function"))
     return to_text(out, color=color, width=width)
 
@@ -213,7 +226,12 @@ def _md_rows(rows: list[ShareChange]) -> list[str]:
 
 
 @register("compare", "markdown", extension=".md", description="for a PR comment")
-def render_markdown(c: Comparison, verdicts: Verdicts = (None, None), **_: Any) -> str:
+def render_markdown(
+    c: Comparison,
+    verdicts: Verdicts = (None, None),
+    waits: WaitComparison | None = None,
+    **_: Any,
+) -> str:
     lines = [
         "### gilprof compare",
         "",
@@ -237,6 +255,8 @@ def render_markdown(c: Comparison, verdicts: Verdicts = (None, None), **_: Any) 
     rows = ([c.utilization] if c.utilization else []) + list(c.watch)
     lines += ["**GIL and watched functions**", "", *_md_rows(rows), ""]
     lines += ["**Threads**", "", *_md_rows(list(c.threads)), ""]
+    if waits is not None:
+        lines += waits_markdown(waits)
     lines += [
         "<details><summary>Functions</summary>",
         "",
