@@ -125,9 +125,15 @@ class ThreadNames:
         except (OSError, ValueError, subprocess.TimeoutExpired):
             return  # names are a courtesy: the ids stand in for them
         for thread in threads if isinstance(threads, list) else []:
-            tid, name = thread.get("os_thread_id"), thread.get("thread_name")
-            if isinstance(tid, int) and isinstance(name, str) and name:
-                self.names[tid] = name
+            name = thread.get("thread_name")
+            if not isinstance(name, str) or not name:
+                continue
+            # a profile's thread id is the Linux id, or the pthread_t where py-spy has no
+            # Linux id (3.10): keep both, they cannot collide (a pthread_t is an address)
+            for key in ("os_thread_id", "thread_id"):
+                tid = thread.get(key)
+                if isinstance(tid, int):
+                    self.names[tid] = name
 
     def name(self, samples: list[tuple[Sample, float, float]]) -> list[tuple[Sample, float, float]]:
         """The samples with the names known; asks for a refresh when one is missing."""
@@ -153,6 +159,13 @@ def merge(result: WindowResult, recording: Recording | None, error: BaseExceptio
             f"{recording.ticks} ticks named a GIL holder that is none of the target's threads"
         )
         return
+    if recording.cond_check_dropped:
+        result.messages.append(
+            f"the GIL condition variable's waiter count read impossible values at "
+            f"{recording.cond_mismatch} of {recording.ticks} ticks (not glibc's layout?): from "
+            "now on a running thread that is not the holder counts as native, so waits for a "
+            "core after a wake-up read as native"
+        )
     t0, t1 = result.t0, result.t1
     spans = []
     for sample, start, end in recording.spans:

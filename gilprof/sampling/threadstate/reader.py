@@ -45,7 +45,8 @@ from gilprof.sampling.threadstate.target import (
 
 THREADS_REFRESH_S = 0.5  # how often the interpreter's thread list is walked again
 THREADS_RECHECK_S = 0.02  # how soon, when the GIL's holder is a thread not yet listed
-SYSCALL_FILE = "[syscall]"  # the file of the leaf frame that names an idle thread's syscall
+SYSCALL_FILE = "[syscall]"
+MAX_COND_MISMATCH = 0.05  # share of ticks with an impossible condvar count that drops it  # the file of the leaf frame that names an idle thread's syscall
 
 
 @dataclass
@@ -59,6 +60,9 @@ class Recording:
     thread_reads: int = 0  # thread readings made (ticks x threads)
     holder_unknown: int = 0  # ticks with `locked` set and a holder none of the threads
     gil_waits_seen: int = 0  # thread readings in a futex on the GIL
+    woken_waiters: int = 0  # running readings counted as waiting (inside pthread_cond_wait)
+    cond_mismatch: int = 0  # ticks whose condition-variable count could not be right
+    cond_check_dropped: bool = False
     t_first: float = 0.0
     t_last: float = 0.0
 
@@ -78,6 +82,10 @@ class StateReader:
         self.random = random.Random(seed)
         self.threads: dict[int, PythonThread] = {}
         self._threads_at = -1e9
+        self._last: dict[int, ThreadState] = {}
+        # glibc's condvar count of its waiters (target.Interpreter.gil_state); switched off
+        # for the capture when it reads impossible values (see merge in backends.states)
+        self.cond_check = True
 
     @classmethod
     def open(cls, pid: int, rate_hz: float) -> StateReader:
@@ -134,47 +142,92 @@ class StateReader:
             out.spans.append((_sample(tid, key), start, end))
         out.t_last = end
         out.cpu_s = time.thread_time() - cpu0
+        if self.cond_check and out.cond_mismatch > MAX_COND_MISMATCH * max(1, out.ticks):
+            self.cond_check = False  # from the next window on: running means native
+            out.cond_check_dropped = True
         return out
 
     def tick(self, now: float, out: Recording) -> dict[int, tuple[ThreadState, tuple[Frame, ...]]]:
-        """Each Python thread's (state, stack) now, keyed by its Linux thread id (the id
-        py-spy's raw output gives, and so the profile's)."""
+        """Each Python thread's (state, stack) now, keyed by the id py-spy's output gives
+        it (PythonThread.profile_id), and so the profile's."""
         self._refresh_threads(now)
         interpreter = self.interpreter
         try:
-            locked, holder = interpreter.holder()
+            locked, holder, in_cond_wait = interpreter.gil_state()
         except MemoryReadError:
-            locked, holder = 0, None
+            locked, holder, in_cond_wait = 0, None, 0
         if locked == 1 and holder not in self.threads:
             self._refresh_threads(now, soon=True)
             if holder not in self.threads:
                 out.holder_unknown += 1
         gil = interpreter.gil
-        readings: dict[int, tuple[ThreadState, tuple[Frame, ...]]] = {}
-        for tid, thread in self.threads.items():
+        states: dict[int, ThreadState] = {}
+        activities: dict[int, Activity] = {}
+        running: list[int] = []
+        blocked_in_cond = 0
+        for tid in self.threads:
             text = self.files.read(tid)
             if text is None:
                 continue
-            activity = classify(text, gil)
+            activity = activities[tid] = classify(text, gil)
             if activity.kind in (GIL_WAIT, GIL_SWITCH_WAIT):
-                state = ThreadState.WAITING
+                states[tid] = ThreadState.WAITING
                 out.gil_waits_seen += 1
+                blocked_in_cond += activity.syscall == "cond"
             elif tid == holder:
-                state = ThreadState.HELD
+                states[tid] = ThreadState.HELD
             elif activity.kind == RUNNING:
-                state = ThreadState.NATIVE
+                states[tid] = ThreadState.NATIVE
+                running.append(tid)
             else:
-                state = ThreadState.IDLE
+                states[tid] = ThreadState.IDLE
+        if running:
+            # the GIL may have changed hands while the threads were read: a running thread
+            # that holds it by the end of the tick is the holder, not native
+            try:
+                _, holder_after, _ = interpreter.gil_state()
+            except MemoryReadError:
+                holder_after = None
+            if holder_after in running:
+                states[holder_after] = ThreadState.HELD
+                running.remove(holder_after)
+        if running and self.cond_check:
+            self._waiting_while_running(running, in_cond_wait - blocked_in_cond, states, out)
+        readings: dict[int, tuple[ThreadState, tuple[Frame, ...]]] = {}
+        for tid, state in states.items():
+            thread = self.threads[tid]
             try:
                 frames = interpreter.stack(thread.tstate)
             except MemoryReadError:
                 frames = ()  # the stack changed under the read: the state still counts
             if state is ThreadState.IDLE:  # where it waits: a device wait, a sleep, I/O
-                frames += _idle_frames(activity)
-            readings[tid] = (state, frames)
+                frames += _idle_frames(activities[tid])
+            readings[thread.profile_id] = (state, frames)
+        self._last = states
         out.ticks += 1
         out.thread_reads += len(readings)
         return readings
+
+    def _waiting_while_running(
+        self, running: list[int], extra: int, states: dict[int, ThreadState], out: Recording
+    ) -> None:
+        """A thread on a CPU (or runnable) that is not the holder runs native code, or is
+        still inside take_gil: woken from the GIL's condition variable and not yet back
+        (waiting for a core, or between two timed waits). The condition variable's own
+        count of the threads inside pthread_cond_wait tells how many are the latter: the
+        count less those seen blocked on it. They are the running threads that were
+        waiting at the previous tick first (a thread does not leave a wait for native code
+        and come back between two reads as often as a waiter wakes)."""
+        if extra < 0 or extra > len(self.threads):
+            out.cond_mismatch += 1  # a count that cannot be: read mid-update, or not glibc
+            return
+        if extra == 0:
+            return
+        last = self._last
+        ordered = sorted(running, key=lambda tid: last.get(tid) is not ThreadState.WAITING)
+        for tid in ordered[:extra]:
+            states[tid] = ThreadState.WAITING
+            out.woken_waiters += 1
 
 
 def _sample(tid: int, key: tuple[ThreadState, tuple[Frame, ...]]) -> Sample:

@@ -38,8 +38,11 @@ class Activity:
 
 
 _RUNNING = Activity(RUNNING)
-_WAIT = Activity(GIL_WAIT)
-_SWITCH = Activity(GIL_SWITCH_WAIT)
+GIL_COND_END = 80  # gil+32..80 is the condition variable, gil+80..120 the mutex
+_WAIT_COND = Activity(GIL_WAIT, "cond")  # in pthread_cond_wait: counted in its __wrefs
+_WAIT_MUTEX = Activity(GIL_WAIT, "mutex")
+_SWITCH = Activity(GIL_SWITCH_WAIT, "cond")  # switch_cond (+120) or switch_mutex (+168)
+_SWITCH_MUTEX = Activity(GIL_SWITCH_WAIT, "mutex")
 _OUTSIDE = Activity(OUTSIDE_SYSCALL)
 _SYSCALLS: dict[int, Activity] = {}
 
@@ -59,10 +62,14 @@ def classify(text: bytes, gil: int) -> Activity:
         return _OUTSIDE
     if number == FUTEX and len(fields) > 1:
         address = int(fields[1], 16)
-        if gil + GIL_COND <= address < gil + GIL_SWITCH:
-            return _WAIT
-        if gil + GIL_SWITCH <= address < gil + GIL_SIZE:
+        if gil + GIL_COND <= address < gil + GIL_COND_END:
+            return _WAIT_COND
+        if gil + GIL_COND_END <= address < gil + GIL_SWITCH:
+            return _WAIT_MUTEX
+        if gil + GIL_SWITCH <= address < gil + GIL_SWITCH + 48:
             return _SWITCH
+        if gil + GIL_SWITCH + 48 <= address < gil + GIL_SIZE:
+            return _SWITCH_MUTEX
     activity = _SYSCALLS.get(number)
     if activity is None:
         activity = _SYSCALLS[number] = Activity(

@@ -18,9 +18,12 @@ from dataclasses import dataclass
 from gilprof.model import Frame
 from gilprof.sampling.threadstate.elf import ElfError, read_symbols
 from gilprof.sampling.threadstate.layout import (
+    COND_WREFS,
     DEBUG_OFFSETS_SIZE,
+    GIL_COND,
     GIL_LAST_HOLDER,
     GIL_LOCKED,
+    GIL_SWITCH,
     OB_TYPE,
     PTHREAD_TID,
     Layout,
@@ -84,8 +87,9 @@ class TargetMemory:
 @dataclass(frozen=True, slots=True)
 class PythonThread:
     tid: int  # Linux thread id: names its /proc entry
-    pthread_id: int  # pthread_t: the id py-spy reports, and so the profile's thread id
+    pthread_id: int  # pthread_t
     tstate: int  # its PyThreadState
+    profile_id: int  # the id py-spy reports for it, and so the profile's thread id
 
 
 @dataclass(frozen=True)
@@ -214,7 +218,11 @@ class Interpreter:
             seen.add(tstate)
             tid = self._native_id(tstate)
             if tid > 0:
-                found[tid] = PythonThread(tid, mem.pointer(tstate + lay.tstate_thread_id), tstate)
+                pthread_id = mem.pointer(tstate + lay.tstate_thread_id)
+                # py-spy names a thread by its Linux id where the interpreter keeps one
+                # (3.11+), else by its pthread_t (3.10): the profile must use the same id
+                native = lay.tstate_native_thread_id is not None
+                found[tid] = PythonThread(tid, pthread_id, tstate, tid if native else pthread_id)
             tstate = mem.pointer(tstate + lay.tstate_next)
         self._tid_of_tstate = {thread.tstate: tid for tid, thread in found.items()}
         return found
@@ -229,17 +237,29 @@ class Interpreter:
     # -- per tick -------------------------------------------------------------------------
     def holder(self) -> tuple[int, int | None]:
         """(locked, holder's TID): locked 0 means nobody holds the GIL (a hand-off)."""
-        raw = self.memory.read(self.gil + GIL_LAST_HOLDER, GIL_LOCKED - GIL_LAST_HOLDER + 4)
-        last, locked = struct.unpack("<Qi", raw)
+        locked, holder, _ = self.gil_state()
+        return locked, holder
+
+    def gil_state(self) -> tuple[int, int | None, int]:
+        """(locked, holder's TID, threads inside pthread_cond_wait on the GIL's two
+        condition variables: cond, where takers wait, and switch_cond, where a dropper
+        waits for the hand-off), in one read of the GIL struct."""
+        end = GIL_SWITCH + COND_WREFS + 4
+        raw = self.memory.read(self.gil + GIL_LAST_HOLDER, end - GIL_LAST_HOLDER)
+        last, locked = struct.unpack_from("<Qi", raw)
+        waiters = 0
+        for cond in (GIL_COND, GIL_SWITCH):
+            at = cond + COND_WREFS - GIL_LAST_HOLDER
+            waiters += int.from_bytes(raw[at : at + 4], "little") >> 3
         if locked != 1 or not last:
-            return locked, None
+            return locked, None, waiters
         tid = self._tid_of_tstate.get(last)
         if tid is None:
             try:
                 tid = self._native_id(last)
             except MemoryReadError:
-                return locked, None
-        return locked, tid
+                return locked, None, waiters
+        return locked, tid, waiters
 
     def stack(self, tstate: int) -> tuple[Frame, ...]:
         """The thread's Python frames, root first (the innermost MAX_DEPTH of them)."""
@@ -348,8 +368,10 @@ def check(interpreter: Interpreter, debug_gil: dict[str, int]) -> None:
             raise NotReadyYet(f"PID {pid}: interpreter not initialised yet")
         interpreter.gil = interpreter.find_gil()
         threads = interpreter.threads()
-    except MemoryReadError:
-        raise NotReadyYet(f"PID {pid}: interpreter not readable yet") from None
+    except MemoryReadError:  # tried again until the attach timeout, then refused with this
+        raise NotReadyYet(
+            f"{refuse}, or the process is still starting: its thread list is not readable"
+        ) from None
     if not threads:
         raise NotReadyYet(f"PID {pid}: no Python thread yet")
     stray = set(threads) - _tasks(pid)

@@ -1,0 +1,183 @@
+"""The thread-state reader's pure parts: syscall classification, layouts, ELF symbols, the
+span building of a recording, and the refusals that need no live target."""
+
+from __future__ import annotations
+
+import struct
+import sys
+import threading
+
+import pytest
+
+from gilprof.model import Frame, ThreadState
+from gilprof.sampling.threadstate import layout as lay
+from gilprof.sampling.threadstate.elf import ElfError, read_symbols
+from gilprof.sampling.threadstate.reader import SYSCALL_FILE, Recording, StateReader
+from gilprof.sampling.threadstate.syscalls import (
+    GIL_SWITCH_WAIT,
+    GIL_WAIT,
+    OUTSIDE_SYSCALL,
+    RUNNING,
+    classify,
+)
+
+GIL = 0x7F0000001000
+
+
+def line(nr: int, *args: int) -> bytes:
+    words = [str(nr), *(hex(a) for a in args)]
+    words += ["0x0"] * (6 - len(args)) + ["0x7ffd0000", "0x7f00dead"]
+    return (" ".join(words) + "\n").encode()
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "syscall"),
+    [
+        (b"running\n", RUNNING, ""),
+        (line(202, GIL + 72, 0x89, 0), GIL_WAIT, "cond"),  # glibc cond futex words +40/+44
+        (line(202, GIL + 76, 0x89, 0), GIL_WAIT, "cond"),
+        (line(202, GIL + 80, 0x81), GIL_WAIT, "mutex"),  # the GIL's mutex
+        (line(202, GIL + 120 + 40, 0x89), GIL_SWITCH_WAIT, "cond"),
+        (line(202, GIL + 168, 0x81), GIL_SWITCH_WAIT, "mutex"),
+        (line(202, GIL + 208, 0x189), "syscall", "futex"),  # just past the GIL: a lock
+        (line(202, GIL + 8, 0x189), "syscall", "futex"),  # inside, before cond: not a wait
+        (line(202, 0x5555_0000, 0x189), "syscall", "futex"),
+        (line(230, 1, 0), "syscall", "clock_nanosleep"),
+        (line(232, 5), "syscall", "epoll_wait"),
+        (line(999, 1), "syscall", "syscall 999"),
+        (b"-1 0x7ffd0000 0x7f00dead\n", OUTSIDE_SYSCALL, ""),
+        (b"", OUTSIDE_SYSCALL, ""),
+    ],
+)
+def test_a_syscall_line_classifies(text: bytes, kind: str, syscall: str) -> None:
+    activity = classify(text, GIL)
+    assert (activity.kind, activity.syscall) == (kind, syscall)
+
+
+def _debug_offsets(version: int, free_threaded: int = 0) -> bytes:
+    """A 3.13 _Py_DebugOffsets with pyenv 3.13.0's values where the reader uses them."""
+    fields = [0] * lay._DEBUG_313_FIELDS
+    fields[0], fields[1] = version, free_threaded
+    fields[4] = 632  # runtime_state.interpreters_head
+    interp = {3: 7344, 8: 16, 9: 7752, 11: 7768, 12: 7760}
+    for i, value in interp.items():
+        fields[5 + i] = value
+    tstate = {2: 8, 4: 72, 5: 152, 6: 160}
+    for i, value in tstate.items():
+        fields[18 + i] = value
+    frame = {1: 8, 2: 0, 5: 70}
+    for i, value in frame.items():
+        fields[27 + i] = value
+    code = {1: 112, 2: 120, 3: 128, 5: 68}
+    for i, value in code.items():
+        fields[33 + i] = value
+    n = lay._DEBUG_313_FIELDS
+    fields[n - 5], fields[n - 4], fields[n - 3] = 32, 16, 40  # unicode state, length, ascii
+    return lay.DEBUG_COOKIE + struct.pack(f"<{n}Q", *fields)
+
+
+def test_debug_offsets_give_the_3_13_layout_the_headers_give() -> None:
+    layout, gil = lay.debug_offsets_layout(_debug_offsets(0x030D00F0))
+    # the values offsetof() printed against pyenv 3.13.0's internal headers
+    assert (layout.minor, layout.interpreters_head, layout.threads_head) == (13, 632, 7344)
+    assert (layout.tstate_frame, layout.tstate_native_thread_id) == (72, 160)
+    assert (layout.frame_previous, layout.frame_code, layout.frame_owner) == (8, 0, 70)
+    assert (layout.code_qualname, layout.code_filename, layout.code_firstlineno) == (128, 112, 68)
+    assert (layout.unicode_ascii_size, layout.unicode_compact_size) == (40, 56)
+    assert layout.gil_pointer_in_interp == 16 and not layout.free_threaded
+    assert gil == {"gil_runtime_state": 7752, "locked": 7768, "holder": 7760}
+
+
+def test_a_free_threaded_build_is_flagged() -> None:
+    layout, _ = lay.debug_offsets_layout(_debug_offsets(0x030D00F0, free_threaded=1))
+    assert layout.free_threaded
+
+
+@pytest.mark.parametrize("version", [0x030E00F0, 0x030C00F0])
+def test_debug_offsets_of_an_unverified_version_are_refused(version: int) -> None:
+    with pytest.raises(lay.LayoutError, match="not verified"):
+        lay.debug_offsets_layout(_debug_offsets(version))
+
+
+def test_no_cookie_means_no_debug_offsets() -> None:
+    with pytest.raises(lay.LayoutError, match="cookie"):
+        lay.debug_offsets_version(b"\0" * 16)
+
+
+@pytest.mark.parametrize("minor", [8, 9, 13, 14])
+def test_no_table_outside_3_10_to_3_12(minor: int) -> None:
+    with pytest.raises(lay.LayoutError, match=f"3.{minor}"):
+        lay.table_layout(minor)
+
+
+def test_the_tables_read_code_and_previous_within_the_frame_header() -> None:
+    for minor in (10, 11, 12):
+        layout = lay.table_layout(minor)
+        assert layout.frame_header_size >= max(layout.frame_code, layout.frame_previous) + 8
+        assert (layout.gil_in_runtime is None) != (layout.gil_pointer_in_interp is None)
+
+
+def test_elf_symbols_of_this_interpreter() -> None:
+    import sysconfig
+
+    library = sysconfig.get_config_var("LDLIBRARY") or ""
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    path = f"{libdir}/{library}" if library.endswith(".so") or ".so." in library else sys.executable
+    if library.endswith(".so"):
+        path += ".1.0"
+    symbols = read_symbols(path, ("_PyRuntime", "PyCode_Type", "no_such_symbol"))
+    assert {"_PyRuntime", "PyCode_Type"} <= set(symbols.symbols)
+    assert "no_such_symbol" not in symbols.symbols
+    assert symbols.machine == 62
+
+
+def test_a_file_that_is_not_elf_is_refused(tmp_path) -> None:
+    path = tmp_path / "x.so"
+    path.write_bytes(b"#!/bin/sh\n")
+    with pytest.raises(ElfError, match="not a 64-bit"):
+        read_symbols(str(path), ("_PyRuntime",))
+
+
+class _ScriptedReader(StateReader):
+    """A reader whose ticks read a script instead of a process."""
+
+    def __init__(self, script: list[dict[int, tuple[ThreadState, tuple[Frame, ...]]]]) -> None:
+        self.period = 0.001
+        self.script = script
+        import random
+
+        self.random = random.Random(1)
+        self.stop = threading.Event()
+        self.cond_check = True
+
+    def tick(self, now, out: Recording):
+        out.ticks += 1
+        readings = self.script.pop(0)
+        if not self.script:
+            self.stop.set()
+        return readings
+
+
+def test_a_recording_keeps_runs_of_one_state_and_ends_a_gone_thread() -> None:
+    f = (Frame("loop", "app.py", 1),)
+    held, wait = (ThreadState.HELD, f), (ThreadState.WAITING, f)
+    idle = (ThreadState.IDLE, (Frame("futex", SYSCALL_FILE, 0),))
+    reader = _ScriptedReader(
+        [{1: held, 2: wait}, {1: held, 2: wait}, {1: wait, 2: held}, {1: idle}, {1: idle}]
+    )
+    recording = reader.record(reader.stop)
+    ordered = sorted(((s.tid, a, s.state, b) for s, a, b in recording.spans), key=lambda r: r[:2])
+    runs = [(tid, state, a, b) for tid, a, state, b in ordered]
+    assert recording.ticks == 5
+    assert [(tid, state) for tid, state, _, _ in runs] == [
+        (1, ThreadState.HELD),
+        (1, ThreadState.WAITING),
+        (1, ThreadState.IDLE),
+        (2, ThreadState.WAITING),
+        (2, ThreadState.HELD),
+    ]
+    for tid in (1, 2):  # one thread's runs tile its time without gaps or overlaps
+        mine = [(a, b) for t, _, a, b in runs if t == tid]
+        assert all(b1 == a2 for (_, b1), (a2, _) in zip(mine, mine[1:], strict=False))
+    thread_2_end = max(b for t, _, _, b in runs if t == 2)
+    assert thread_2_end < recording.t_last  # it was gone at the fourth tick
