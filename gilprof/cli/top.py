@@ -74,7 +74,7 @@ def command(
     \b
     Examples:
       gilprof top --rank 0
-      gilprof top --pid 4242 --mode contention --window 1
+      gilprof top --pid 4242 --window 1       # held / waiting / native per thread
       gilprof top --rank 0 -o rank0.json      # also keep the profile
     q or Ctrl-C quits; the sampler stops with it.
     """

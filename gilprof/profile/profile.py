@@ -171,25 +171,37 @@ class Profile:
         return window
 
     def fold_windows(self) -> None:
-        """Replace the windows by one holding their summed counts, spans dropped: a capture
-        whose windows already went to its stream keeps only this, so its memory stays flat.
-        The folded window covers as many seconds as the windows did (gaps left out)."""
-        if not self.windows or (len(self.windows) == 1 and not self.windows[0].spans):
+        """Replace the windows by one holding their summed counts: a capture whose windows
+        already went to its stream keeps only this, so its memory stays flat. The folded
+        window covers as many seconds as the windows did (gaps left out). Spans fold to one
+        per (thread, stack) holding their summed seconds: a state's weight is kept (see
+        state_weights), the timeline is not (the stream has it)."""
+        if not self.windows or (len(self.windows) == 1 and _folded_spans(self.windows[0])):
             return
         first = self.windows[0]
         # the running total is the first window's own dict after the first fold: no copy per window
         counts = (
             first.counts
-            if isinstance(first.counts, dict) and not first.spans
+            if isinstance(first.counts, dict) and _folded_spans(first)
             else dict(first.counts)
         )
         for window in self.windows[1:]:
             for index, count in window.counts.items():
                 counts[index] = counts.get(index, 0) + count
         seconds = sum(w.seconds for w in self.windows)
-        self.windows = [
-            Window(first.t0, first.t0 + seconds, sum(w.ticks for w in self.windows), counts)
-        ]
+        ticks = sum(w.ticks for w in self.windows)
+        spans: list[tuple[int, int, float, float]] = []
+        if any(w.spans for w in self.windows):
+            # each window's seconds count at its own tick rate (state_weights scales by it)
+            held: dict[tuple[int, int], float] = {}
+            for window in self.windows:
+                scale = window.ticks / window.seconds if window.seconds > 0 else 0.0
+                for tid, stack, a, b in window.spans:
+                    key = (tid, stack)
+                    held[key] = held.get(key, 0.0) + (b - a) * scale
+            back = seconds / ticks if ticks else 0.0
+            spans = [(t, k, first.t0, first.t0 + w * back) for (t, k), w in held.items()]
+        self.windows = [Window(first.t0, first.t0 + seconds, ticks, counts, spans)]
 
     def _intern_sample(self, sample: Sample) -> int:
         if sample.thread_name or sample.tid not in self.threads:
@@ -318,3 +330,8 @@ class Profile:
                 )
             return profiles[0]
         return cls.from_dict(read_json_file(path, what="profile"), source=str(path))
+
+
+def _folded_spans(window: Window) -> bool:
+    """True when `window` is already a fold: no spans, or at most one per (thread, stack)."""
+    return len({(t, k) for t, k, _, _ in window.spans}) == len(window.spans)

@@ -6,7 +6,9 @@ with the stack's counts; labels say which thread (`thread`, `tid`), its GIL stat
 window's start second in `window_start_s`, both strings), so `pprof -tagfocus=gil_state=held` or
 `-tagfocus=thread=executor-loop` narrow it down. Values: samples, and wall nanoseconds
 (samples x the sampling period). Every sample the profile holds is exported: in contention
-mode waiting and idle threads too (filter by gil_state).
+mode waiting and idle threads too (filter by gil_state); in states mode the holders' stacks
+come from py-spy's counts and every other state from the thread-state reader, its seconds in
+ticks (rounded), so `-tagfocus=gil_state=waiting` shows where threads wait.
 
 The encoding is written here (the format is a handful of messages; see
 https://github.com/google/pprof/blob/main/proto/profile.proto) so gilprof needs no
@@ -20,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from gilprof.analysis.table import thread_label
+from gilprof.model import Mode, ThreadState
 from gilprof.renderers import register
 from gilprof.renderers.report import ReportData
 
@@ -107,7 +110,7 @@ def encode_profile(data: ReportData) -> bytes:
         window_labels = bytearray()
         _bytes_field(3, _message((1, k_window), (2, s(str(w)))), window_labels)
         _bytes_field(3, _message((1, k_start), (2, s(f"{window.t0:.1f}"))), window_labels)
-        for stack_index, count in window.counts.items():
+        for stack_index, count in _window_samples(p, window):
             if not count:
                 continue
             labels = labels_of.get(stack_index)
@@ -151,3 +154,14 @@ def _started_ns(started_at: str) -> int:
 )
 def render_pprof(data: ReportData, **_: Any) -> bytes:
     return gzip.compress(encode_profile(data), 6, mtime=0)
+
+
+def _window_samples(p: Any, window: Any) -> list[tuple[int, int]]:
+    """(stack, count) of a window: its counts, and in states mode the reader's states other
+    than held (its held time is py-spy's counts already)."""
+    out = list(window.counts.items())
+    if p.sampling.mode is Mode.STATES:
+        for stack_index, weight in p.state_weights(window).items():
+            if p.stacks[stack_index].state is not ThreadState.HELD and round(weight):
+                out.append((stack_index, round(weight)))
+    return out

@@ -162,12 +162,13 @@ def _sample(
         covered = window.t1
         if stream is not None:
             stream.window(profile, window)
-            profile.fold_windows()  # written: keep only the running totals
         errors += result.errors
         reader.add(result)
         messages.extend(result.messages)
         if on_window is not None:
-            on_window(profile, result)
+            on_window(profile, result)  # before the fold: a live view shows the last window
+        if stream is not None:
+            profile.fold_windows()  # written: keep only the running totals
         if result.interrupted or stop.is_set():
             stopped_by = "interrupted"
             break

@@ -145,4 +145,4 @@ def test_contention_flag_on_a_gil_profile_is_refused(tmp_path):
     make_profile([(100, [sample("t", "f", count=5, tid=1)])]).save(path)
     result = run_cli("report", path, "--contention")
     assert result.exit_code == 2
-    assert "--mode contention" in result.output
+    assert "--mode states" in result.output

@@ -103,7 +103,7 @@ def test_a_free_threaded_build_is_refused_with_what_to_use(spawn, tmp_path, monk
         return replace(layout, free_threaded=True), gil
 
     monkeypatch.setattr(target_mod, "debug_offsets_layout", free_threaded)
-    with pytest.raises(StatesUnavailable, match="free-threaded build.*--mode wall"):
+    with pytest.raises(StatesUnavailable, match=r"free-threaded build.*--mode wall"):
         open_interpreter(pid)
 
 
@@ -121,6 +121,6 @@ def test_musl_is_refused(spawn, tmp_path, monkeypatch):
 
 def test_contention_mode_is_still_there_on_request(spawn, tmp_path):
     pid = start_states(spawn, tmp_path, sys.executable)
-    data, stderr = contention_of(tmp_path, pid, "--native")
+    data, _stderr = contention_of(tmp_path, pid, "--native")
     assert data["sampling"]["mode"] == "contention"
     assert any("pauses the target" in m for m in data["sampling"]["messages"])

@@ -232,7 +232,9 @@ def test_streaming_writer_folds_what_it_wrote(tmp_path):
         )
         writer.window(profile, window)
         profile.fold_windows()
-        assert len(profile.windows) == 1 and not profile.windows[0].spans
+        assert len(profile.windows) == 1
+        folded = profile.windows[0].spans  # one span per (thread, stack): memory stays flat
+        assert len(folded) == len({(t, k) for t, k, _, _ in folded})
     profile.finish()
     assert profile.sampling.samples == source.sampling.samples
     assert profile.sampling.duration_s == pytest.approx(source.sampling.duration_s)
@@ -255,3 +257,20 @@ def test_a_failed_write_is_one_error_and_later_writes_refuse(tmp_path):
         writer.finish(_gil())
     with pytest.raises(StreamWriteError, match="cannot write"):
         writer.finish(_gil())
+
+
+def test_a_fold_keeps_every_states_mode_weight():
+    """top and a streamed capture read states from the folded window: no weight is lost."""
+    profile = make_profile([], mode=Mode.STATES, rate=100)
+    stack_a = profile.intern_stack(1, ThreadState.HELD, ())
+    stack_b = profile.intern_stack(2, ThreadState.WAITING, ())
+    profile.add_window(0.0, 1.0, 100, [], [])
+    profile.windows[-1].spans = [(1, stack_a, 0.0, 0.4), (2, stack_b, 0.1, 0.9)]
+    profile.add_window(1.0, 3.0, 100, [], [])  # a slower window: 50 ticks per second
+    profile.windows[-1].spans = [(1, stack_a, 1.0, 3.0), (2, stack_b, 2.0, 2.5)]
+    before = profile.state_totals()
+    profile.fold_windows()
+    after = profile.state_totals()
+    assert len(profile.windows) == 1
+    assert after == pytest.approx(before)
+    assert before[stack_a] == pytest.approx(40 + 100) and before[stack_b] == pytest.approx(80 + 25)

@@ -3,6 +3,7 @@ span building of a recording, and the refusals that need no live target."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 import sys
 import threading
@@ -178,6 +179,6 @@ def test_a_recording_keeps_runs_of_one_state_and_ends_a_gone_thread() -> None:
     ]
     for tid in (1, 2):  # one thread's runs tile its time without gaps or overlaps
         mine = [(a, b) for t, _, a, b in runs if t == tid]
-        assert all(b1 == a2 for (_, b1), (a2, _) in zip(mine, mine[1:], strict=False))
+        assert all(b1 == a2 for (_, b1), (a2, _) in itertools.pairwise(mine))
     thread_2_end = max(b for t, _, _, b in runs if t == 2)
     assert thread_2_end < recording.t_last  # it was gone at the fourth tick
