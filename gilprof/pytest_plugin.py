@@ -1,0 +1,1 @@
+"""pytest plugin: GIL budgets for tests (registered through the pytest11 entry point)."""
