@@ -239,7 +239,7 @@ def _first_match(
     check: Callable[[str], None],
     what: str,
 ) -> Line:
-    quiet_after_end = 0
+    quiet_after_end = closed_polls = 0
     while True:
         check(what)
         end = ended()
@@ -252,8 +252,10 @@ def _first_match(
         quiet_after_end = quiet_after_end + 1 if end is not None and not lines else 0
         if end is not None and (source.ended or quiet_after_end >= _POLLS_AFTER_END):
             raise TriggerNotFired(f"{end} before {_matched(what)}")
-        if source.ended and end is None:
-            # Output closed but the job runs on (it redirected its output): no line can come.
+        # Output closed and the job still runs: it may be exiting (pipes close just before
+        # its status is known), or it redirected its output, and then no line can come.
+        closed_polls = closed_polls + 1 if source.ended and end is None else 0
+        if closed_polls >= _POLLS_AFTER_END * 2:
             raise TriggerNotFired(f"the job closed its output before {_matched(what)}")
 
 

@@ -43,7 +43,7 @@ def ingress(requests: queue.Queue, stop: threading.Event) -> None:
 
 
 def build_batch(requests: queue.Queue) -> list[dict]:
-    batch = []
+    batch: list[dict] = []
     while len(batch) < 64:
         try:
             batch.append(requests.get_nowait())
