@@ -48,7 +48,6 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 Interval = tuple[float, float]
@@ -250,9 +249,9 @@ def truth_from_events(
 class GilTrace:
     """bpftrace on one target's take_gil/drop_gil while the block runs.
 
-        with GilTrace(pid) as trace:
-            t0 = time.monotonic(); ...; t1 = time.monotonic()
-        truth = trace.truth(t0, t1)
+    with GilTrace(pid) as trace:
+        t0 = time.monotonic(); ...; t1 = time.monotonic()
+    truth = trace.truth(t0, t1)
     """
 
     def __init__(self, pid: int, binary: str | None = None) -> None:
@@ -276,7 +275,7 @@ class GilTrace:
         self.stop()
 
     def start(self) -> None:
-        self._out = tempfile.TemporaryFile("w+")
+        self._out = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in stop)
         self._proc = subprocess.Popen(
             ["bpftrace", "-e", bpftrace_program(self.pid, self.binary)],
             stdout=self._out,
