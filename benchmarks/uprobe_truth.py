@@ -24,7 +24,8 @@ gets its state from its first event inside it (a `drop_gil` entry first: it held
 from the start, which is the case of a thread holding the GIL through the window start
 with no switch). A thread with no event at all in the whole trace is reported as `silent`
 (it held the GIL all along if it is the only thread that ran, or it never took it): the
-caller decides, the figures count it as neither held nor waiting.
+caller decides (`ran`: threads known to have run Python code get the time nobody else
+held), else the figures count it as neither held nor waiting.
 
 bpftrace's `nsecs` is bpf_ktime_get_ns, CLOCK_MONOTONIC: the same clock as Python's
 time.monotonic and time.perf_counter on Linux, so windows are given on that clock.
@@ -54,6 +55,7 @@ Interval = tuple[float, float]
 
 # Event kinds as bpftrace prints them.
 TAKE, TAKEN, DROP, DROPPED = "a", "b", "c", "d"
+SWITCHED_OUT, WOKEN = "s", "w"  # scheduler events (sched=True): off a CPU, made runnable
 HELD, WAITING, OUTSIDE = "held", "waiting", "outside"
 # The state each event leaves its thread in, and the state it implies before it.
 _AFTER = {TAKE: WAITING, TAKEN: HELD, DROP: WAITING, DROPPED: OUTSIDE}
@@ -90,8 +92,19 @@ def gil_binary(pid: int) -> str:
     raise TruthError(f"PID {pid}: no take_gil/drop_gil symbol in {', '.join(candidates)}")
 
 
-def bpftrace_program(pid: int, binary: str) -> str:
+def bpftrace_program(pid: int, binary: str, sched: bool = False) -> str:
     probes = []
+    if sched:
+        # A thread switched out in a state other than TASK_RUNNING (0) sleeps until it is
+        # woken; one switched out runnable (preempted) is waiting for a core. At sched_switch
+        # the current task (`pid`, `tid`) is the one leaving; a wake-up names the woken
+        # thread only, so the threads seen leaving are remembered in @mine.
+        probes += [
+            f"tracepoint:sched:sched_switch /pid == {pid}/ {{ @mine[tid] = 1; "
+            f'printf("{SWITCHED_OUT} %d %llu %d\\n", tid, nsecs, args->prev_state); }}',
+            f"tracepoint:sched:sched_wakeup /@mine[args->pid]/ {{ "
+            f'printf("{WOKEN} %d %llu\\n", args->pid, nsecs); }}',
+        ]
     for probe, function, kind in (
         ("uprobe", "take_gil", TAKE),
         ("uretprobe", "take_gil", TAKEN),
@@ -111,6 +124,7 @@ class Event:
     t: float  # CLOCK_MONOTONIC seconds
     tid: int
     kind: str
+    task_state: int = 0  # SWITCHED_OUT: the state the thread left its CPU in (0: runnable)
 
 
 @dataclass(frozen=True)
@@ -121,6 +135,11 @@ class ThreadTruth:
     # waiting seconds by the thread that held the GIL meanwhile (0: nobody, a hand-off)
     waiting_by_holder: dict[int, float] = field(default_factory=dict)
     silent: bool = False  # no event in the whole trace: state unknown, counted as neither
+    # with scheduler events: the rest (neither held nor waiting) split into asleep (blocked
+    # in the kernel: idle) and not (on a CPU or runnable: native code, or woken from a sleep
+    # and not yet on a core, which is what the reader calls native)
+    idle_s: float | None = None
+    native_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +165,9 @@ class GilTruth:
         return th.waiting_by_holder.get(holder, 0.0) / self.seconds if th else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        def share(x: float | None) -> float | None:
+            return None if x is None else x / self.seconds
+
         return {
             "t0": self.t0,
             "t1": self.t1,
@@ -157,6 +179,8 @@ class GilTruth:
                     "tid": t.tid,
                     "held_share": t.held_s / self.seconds,
                     "waiting_share": t.waiting_s / self.seconds,
+                    "idle_share": share(t.idle_s),
+                    "native_share": share(t.native_s),
                     "waiting_by_holder": {
                         str(h): s / self.seconds for h, s in sorted(t.waiting_by_holder.items())
                     },
@@ -173,35 +197,75 @@ def parse_events(lines: Iterable[str]) -> tuple[list[Event], int]:
     lost = 0
     for line in lines:
         parts = line.split()
-        if len(parts) == 3 and parts[0] in _AFTER:
+        if len(parts) == 3 and parts[0] in (*_AFTER, WOKEN):
             events.append(Event(int(parts[2]) / 1e9, int(parts[1]), parts[0]))
+        elif len(parts) == 4 and parts[0] == SWITCHED_OUT:
+            events.append(Event(int(parts[2]) / 1e9, int(parts[1]), parts[0], int(parts[3])))
         elif line.startswith("Lost ") and len(parts) > 1 and parts[1].isdigit():
             lost += int(parts[1])
     events.sort(key=lambda e: e.t)
     return events, lost
 
 
+def _gil_spans(mine: Sequence[Event], t0: float, t1: float) -> dict[str, list[Interval]]:
+    """One thread's held / waiting / outside intervals clipped to [t0, t1]."""
+    spans: dict[str, list[Interval]] = {HELD: [], WAITING: [], OUTSIDE: []}
+    if not mine:
+        return spans
+    state, since = _BEFORE[mine[0].kind], t0  # before the first event: what it implies
+    for e in mine:
+        a, b = max(since, t0), min(e.t, t1)
+        if b > a:
+            spans[state].append((a, b))
+        state, since = _AFTER[e.kind], e.t
+    a = max(since, t0)
+    if t1 > a:
+        spans[state].append((a, t1))
+    return spans
+
+
+def _asleep(mine: Sequence[Event], t0: float, t1: float) -> list[Interval]:
+    """When one thread was blocked in the kernel (switched out not runnable, until woken),
+    clipped to [t0, t1]; before its first event, what that event implies."""
+    out: list[Interval] = []
+    asleep = bool(mine) and mine[0].kind == WOKEN
+    since = t0
+    for e in mine:
+        if e.kind == SWITCHED_OUT and e.task_state != 0 and not asleep:
+            asleep, since = True, e.t
+        elif e.kind == WOKEN and asleep:
+            a, b = max(since, t0), min(e.t, t1)
+            if b > a:
+                out.append((a, b))
+            asleep = False
+    if asleep and t1 > max(since, t0):
+        out.append((max(since, t0), t1))
+    return out
+
+
+def _intersect_s(a: list[Interval], b: list[Interval]) -> float:
+    """Seconds where two sorted, disjoint interval lists overlap."""
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
 def thread_intervals(
     events: Sequence[Event], t0: float, t1: float
 ) -> dict[int, dict[str, list[Interval]]]:
-    """Per thread, its held / waiting / outside intervals clipped to [t0, t1]."""
+    """Per thread that left a GIL event, its held / waiting / outside intervals in [t0, t1]."""
     by_thread: dict[int, list[Event]] = {}
     for e in events:
-        by_thread.setdefault(e.tid, []).append(e)
-    out: dict[int, dict[str, list[Interval]]] = {}
-    for tid, mine in by_thread.items():
-        spans: dict[str, list[Interval]] = {HELD: [], WAITING: [], OUTSIDE: []}
-        state, since = _BEFORE[mine[0].kind], t0  # before the first event: what it implies
-        for e in mine:
-            a, b = max(since, t0), min(e.t, t1)
-            if b > a:
-                spans[state].append((a, b))
-            state, since = _AFTER[e.kind], e.t
-        a = max(since, t0)
-        if t1 > a:
-            spans[state].append((a, t1))
-        out[tid] = spans
-    return out
+        if e.kind in _AFTER:
+            by_thread.setdefault(e.tid, []).append(e)
+    return {tid: _gil_spans(mine, t0, t1) for tid, mine in by_thread.items()}
 
 
 def _overlap_by_holder(
@@ -226,23 +290,47 @@ def _overlap_by_holder(
 
 
 def truth_from_events(
-    events: Sequence[Event], t0: float, t1: float, tids: Iterable[int] = (), lost: int = 0
+    events: Sequence[Event],
+    t0: float,
+    t1: float,
+    tids: Iterable[int] = (),
+    lost: int = 0,
+    ran: Iterable[int] = (),
 ) -> GilTruth:
-    """Held, waiting and blame per thread over [t0, t1]; `tids`: threads to report even
-    when they left no event (as `silent`)."""
+    """Held, waiting and blame per thread over [t0, t1] (idle and native too where the
+    events include the scheduler's); `tids`: threads to report even when they left no GIL
+    event (as `silent`). `ran`: threads the caller knows ran Python code in the window
+    (a workload's own record): one of them that is silent held the GIL whenever no other
+    thread did, since a thread that never drops the GIL leaves no event (one spinner alone:
+    nobody asks it to drop)."""
     spans = thread_intervals(events, t0, t1)
+    sched: dict[int, list[Event]] = {}
+    for e in events:
+        if e.kind in (SWITCHED_OUT, WOKEN):
+            sched.setdefault(e.tid, []).append(e)
     holds = sorted((a, b, tid) for tid, s in spans.items() for a, b in s[HELD])
     threads: dict[int, ThreadTruth] = {}
     for tid, s in spans.items():
+        idle = native = None
+        if sched:
+            outside = s[OUTSIDE]
+            idle = _intersect_s(outside, _asleep(sched.get(tid, []), t0, t1))
+            native = sum(b - a for a, b in outside) - idle
         threads[tid] = ThreadTruth(
             tid,
             sum(b - a for a, b in s[HELD]),
             sum(b - a for a, b in s[WAITING]),
             _overlap_by_holder(s[WAITING], [h for h in holds if h[2] != tid]),
+            idle_s=idle,
+            native_s=native,
         )
+    others_held = sum(b - a for a, b, _ in holds)
+    ran = set(ran)
     for tid in tids:
-        threads.setdefault(tid, ThreadTruth(tid, 0.0, 0.0, {}, silent=True))
-    inside = sum(1 for e in events if t0 <= e.t <= t1)
+        if tid not in threads:
+            held = max(0.0, (t1 - t0) - others_held) if tid in ran else 0.0
+            threads[tid] = ThreadTruth(tid, held, 0.0, {}, silent=True)
+    inside = sum(1 for e in events if t0 <= e.t <= t1 and e.kind in _AFTER)
     return GilTruth(t0, t1, threads, inside, lost)
 
 
@@ -254,12 +342,13 @@ class GilTrace:
     truth = trace.truth(t0, t1)
     """
 
-    def __init__(self, pid: int, binary: str | None = None) -> None:
+    def __init__(self, pid: int, binary: str | None = None, sched: bool = False) -> None:
         if shutil.which("bpftrace") is None:
             raise TruthError("bpftrace is not installed (apt-get install bpftrace)")
         if os.geteuid() != 0:
             raise TruthError("uprobes need root")
         self.pid = pid
+        self.sched = sched
         self.binary = binary or gil_binary(pid)
         self._out: IO[str] | None = None
         self._proc: subprocess.Popen[str] | None = None
@@ -277,7 +366,7 @@ class GilTrace:
     def start(self) -> None:
         self._out = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in stop)
         self._proc = subprocess.Popen(
-            ["bpftrace", "-e", bpftrace_program(self.pid, self.binary)],
+            ["bpftrace", "-e", bpftrace_program(self.pid, self.binary, self.sched)],
             stdout=self._out,
             stderr=subprocess.PIPE,
             text=True,
@@ -315,8 +404,19 @@ class GilTrace:
         out.close()
         self._out = None
 
-    def truth(self, t0: float, t1: float, tids: Iterable[int] = ()) -> GilTruth:
-        return truth_from_events(self.events, t0, t1, tids, self.lost)
+    def truth(
+        self, t0: float, t1: float, tids: Iterable[int] = (), ran: Iterable[int] = ()
+    ) -> GilTruth:
+        return truth_from_events(self.events, t0, t1, tids, self.lost, ran)
+
+
+def start_trace(pid: int) -> GilTrace:
+    """A started trace of `pid` with the scheduler's events where the kernel's tracefs is
+    mounted (`mount -t tracefs nodev /sys/kernel/tracing`), else of the GIL's alone."""
+    sched = os.path.exists("/sys/kernel/tracing/events/sched/sched_switch")
+    trace = GilTrace(pid, sched=sched)
+    trace.start()
+    return trace
 
 
 # -- the command line and the three-spinner check --------------------------------------------

@@ -148,21 +148,31 @@ def compare_exact(
     windows: list[tuple[float, float]],
     samples: float,
 ) -> tuple[list[Row], dict[str, str]]:
-    """States mode against the uprobe truth: exact held and waiting per thread, native (a
-    thread whose GIL-free calls are compiled code: the rest of its time; others: none),
-    idle (the rest of a sleeping thread's time), blame per waiter and holder."""
+    """States mode against the uprobe truth: exact held and waiting per thread, blame per
+    waiter and holder, and the rest of each thread's time split into native (on a CPU or
+    runnable) and idle (blocked in the kernel) by the scheduler's events where the trace
+    has them; without them, the rest is native for a thread whose GIL-free calls are
+    compiled code (zlib) and idle for the others."""
     seen = {t["name"]: t for t in report["gil"]["threads"]}
     names = {t["native_id"]: t["name"] for t in record["threads"]}
     kinds = {t["name"]: t["nap_kind"] for t in record["threads"]}
     total = sum(b - a for a, b in windows)
     held: dict[int, float] = {}
     waiting: dict[int, float] = {}
+    idle: dict[int, float] = {}
+    native: dict[int, float] = {}
     by_holder: dict[tuple[int, int], float] = {}
     for a, b in windows:
-        truth = trace.truth(a, b, names)
+        ran = [
+            t["native_id"] for t in record["threads"] if any(s < b and e > a for s, e in t["runs"])
+        ]
+        truth = trace.truth(a, b, names, ran)
         for tid, th in truth.threads.items():
             held[tid] = held.get(tid, 0.0) + th.held_s / total
             waiting[tid] = waiting.get(tid, 0.0) + th.waiting_s / total
+            if th.idle_s is not None and th.native_s is not None:
+                idle[tid] = idle.get(tid, 0.0) + th.idle_s / total
+                native[tid] = native.get(tid, 0.0) + th.native_s / total
             for holder, secs in th.waiting_by_holder.items():
                 by_holder[tid, holder] = by_holder.get((tid, holder), 0.0) + secs / total
     rows: list[Row] = []
@@ -173,11 +183,15 @@ def compare_exact(
     for tid, name in names.items():
         got = seen.get(name, {})
         rest = max(0.0, 1.0 - held.get(tid, 0.0) - waiting.get(tid, 0.0))
-        native = rest if kinds[name] == "native" else 0.0
+        if tid in native:
+            native_truth, idle_truth = native[tid], idle[tid]
+        else:
+            native_truth = rest if kinds[name] == "native" else 0.0
+            idle_truth = rest - native_truth
         add(name, "held", held.get(tid, 0.0), got.get("held_share") or 0.0)
         add(name, "wait", waiting.get(tid, 0.0), got.get("wait_share") or 0.0)
-        add(name, "native", native, got.get("native_share") or 0.0)
-        add(name, "idle", rest - native, got.get("idle_share") or 0.0)
+        add(name, "native", native_truth, got.get("native_share") or 0.0)
+        add(name, "idle", idle_truth, got.get("idle_share") or 0.0)
     add("(any thread)", "utilization", sum(held.values()), report["gil"].get("utilization") or 0)
     blamed: dict[tuple[str, str], float] = {}
     for b in report.get("blame", []):

@@ -193,8 +193,7 @@ def _sample(
         )
         if config.mode == "states":
             try:
-                trace = uprobe_truth.GilTrace(target.pid)
-                trace.start()
+                trace = uprobe_truth.start_trace(target.pid)
             except uprobe_truth.TruthError as exc:
                 trace, trace_note = None, str(exc)
         launched = time.monotonic()
