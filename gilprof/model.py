@@ -135,6 +135,29 @@ class Target(Placement):
 
 
 @dataclass(frozen=True)
+class StartTrigger:
+    """What started sampling (attach/exec --start-after, --start-on, --start-on-log)."""
+
+    kind: str  # "after" (seconds), "output" (a line of the launched job), "log" (a log file)
+    description: str  # the trigger as the user gave it, e.g. "output line matching 'iter ='"
+    fired_at: str  # wall clock (ISO 8601, UTC, milliseconds) when gilprof saw it fire
+    waited_s: float = 0.0  # from the start of the wait until it fired
+    line: str | None = None  # the matched line, secret-looking values redacted
+    source: str | None = None  # "stdout", "stderr" or the log file's path
+    # first sampling window's start minus the firing, seconds (None until the first window)
+    first_window_after_s: float | None = None
+
+    def summary(self) -> str:
+        """One line: what fired, when, and how soon sampling followed."""
+        parts = [f"{self.description} fired at {self.fired_at} after {self.waited_s:.1f} s"]
+        if self.line is not None:
+            parts.append(f"line {self.line[:120]!r}" + (f" ({self.source})" if self.source else ""))
+        if self.first_window_after_s is not None:
+            parts.append(f"first window {self.first_window_after_s:.2f} s later")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
 class SamplingInfo:
     sampler: str
     sampler_version: str
@@ -155,6 +178,7 @@ class SamplingInfo:
     messages: tuple[str, ...] = field(default=())
     # the sampler's scheduling: "SCHED_FIFO 10", or "normal (why)" (see backends.base)
     priority: str = ""
+    start_trigger: StartTrigger | None = None  # None: sampling began as soon as it could
 
     def to_dict(self) -> dict[str, Any]:
         """The profile's `sampling` object."""

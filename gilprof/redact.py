@@ -37,3 +37,15 @@ def redact_cmdline(args: Sequence[str]) -> tuple[str, ...]:
         else:
             out.append(arg)
     return tuple(out)
+
+
+_WORDS_AND_SPACES = re.compile(r"(\s+)")
+
+
+def redact_line(text: str) -> str:
+    """A line of a job's output or log with the same rules applied to its words (`--token X`,
+    `api_key=X`, `HF_TOKEN=X`), whitespace kept as it was."""
+    parts = _WORDS_AND_SPACES.split(text)
+    words = redact_cmdline(parts[0::2])
+    parts[0::2] = words
+    return "".join(parts)

@@ -167,6 +167,56 @@ sampling_options = packed(
 command as `sampling: SamplingChoice`."""
 
 
+@dataclass(frozen=True)
+class StartChoice:
+    """--start-after, --start-on, --start-on-log and --start-timeout as given (a recipe's
+    [start] table fills in when none of the first three is)."""
+
+    start_after: float | None
+    start_on: str | None
+    start_on_log: str | None
+    start_timeout: float | None
+    given: frozenset[str]
+
+    @property
+    def has_trigger(self) -> bool:
+        return bool({"start_after", "start_on", "start_on_log"} & self.given)
+
+
+start_options = packed(
+    "start",
+    StartChoice,
+    number_option(
+        "--start-after",
+        type=click.FloatRange(min=0),
+        metavar="SECONDS",
+        help="Start sampling this many seconds after the target is found (with --start-on or "
+        "--start-on-log: after the line).",
+    ),
+    click.option(
+        "--start-on",
+        metavar="REGEX",
+        help="Launch mode: start sampling at the first line of the job's output (stdout or "
+        "stderr, passed through unchanged) that matches, e.g. 'iter ='.",
+    ),
+    click.option(
+        "--start-on-log",
+        metavar="FILE:REGEX",
+        help="Start sampling at the first new line of FILE (followed from its end; it may not "
+        "exist yet) that matches, e.g. gen.log:'iter ='.",
+    ),
+    number_option(
+        "--start-timeout",
+        type=click.FloatRange(min=0.1),
+        metavar="SECONDS",
+        help="Give up (no profile, exit 3) when the start trigger has not fired after this "
+        "long (default: wait while the job runs).",
+    ),
+)
+"""--start-after, --start-on, --start-on-log, --start-timeout: when sampling starts, given to
+the command as `start: StartChoice`."""
+
+
 def format_option(
     kind: str, default: str, *, extra_kinds: tuple[str, ...] = ()
 ) -> Callable[[F], F]:

@@ -9,15 +9,17 @@ import click
 from gilprof.cli._options import (
     LaunchCommand,
     SamplingChoice,
+    StartChoice,
     backend_option,
     duration_option,
     given,
     keep_cmdline_option,
     match_option,
     sampling_options,
+    start_options,
     wait_timeout_option,
 )
-from gilprof.cli._recipe import recipe_option
+from gilprof.cli._recipe import recipe_option, start_of
 from gilprof.recipes import Recipe
 from gilprof.renderers.live import LiveStatus
 from gilprof.sampling.capture import CaptureRequest, capture
@@ -45,6 +47,7 @@ from gilprof.sampling.discover import Selection
 @match_option
 @duration_option("Seconds to sample (default: until the target exits or Ctrl-C).")
 @sampling_options
+@start_options
 @backend_option
 @click.option(
     "-o",
@@ -66,6 +69,7 @@ def command(
     match: str | None,
     duration: float | None,
     sampling: SamplingChoice,
+    start: StartChoice,
     backend: str,
     output: str | None,
     wait_timeout: float,
@@ -87,6 +91,10 @@ def command(
       gilprof attach --rank 0 --backend austin --mode wall -d 20
     Launch a job and sample it (exits with the job's exit code):
       gilprof attach --rank 0 -o rank0.json -- mpiexec -n 4 python app.py
+    Start sampling later (imports and warm-up skipped):
+      gilprof attach --rank 0 --start-on 'iter =' -d 20 -- mpiexec -n 4 python app.py
+      gilprof attach --rank 0 --start-on-log gen.log:'iter =' -d 20
+      gilprof attach --pid 4242 --start-after 30 -d 20
 
     The profile keeps the raw stacks per sampling window; read it with `gilprof report`.
     Ctrl-C stops sampling and still writes the profile, marked partial.
@@ -95,8 +103,10 @@ def command(
     Exit status:
       0    profile complete
       6    profile written but partial: the target exited before --duration ended
-      130  interrupted (SIGINT/SIGTERM); profile written, marked partial
-      2 usage, 3 target not found or gone, 4 no ptrace permission, 5 sampler failed
+      130  interrupted (SIGINT/SIGTERM); profile written, marked partial (while waiting
+           for a start trigger: nothing written)
+      2 usage, 3 target not found or gone (or the start trigger never fired: the job
+      exited, or --start-timeout passed), 4 no ptrace permission, 5 sampler failed
       launch mode: the job's exit status
     """
     parent_match, rules = None, None
@@ -125,6 +135,7 @@ def command(
         output=output,
         wait_timeout=wait_timeout,
         keep_cmdline=keep_cmdline,
+        start=start_of(start, recipe, launch=bool(command), quiet=quiet),
     )
     result = capture(request, LiveStatus(enabled=not quiet and sys.stderr.isatty()))
     if result.exit_code:

@@ -10,9 +10,11 @@ import click
 from gilprof.cli._options import (
     LaunchCommand,
     SamplingChoice,
+    StartChoice,
     duration_option,
     keep_cmdline_option,
     sampling_options,
+    start_options,
     wait_timeout_option,
 )
 from gilprof.errors import UsageError
@@ -22,6 +24,7 @@ from gilprof.sampling.capture import prepare_folder
 from gilprof.sampling.discover import RANK_VARIABLES, parse_rank_selection, rank_from_environment
 from gilprof.sampling.exec_ import ExecRequest, exec_command, is_selected, run_and_sample
 from gilprof.sampling.session import SessionOptions
+from gilprof.sampling.triggers import start_spec
 
 DEFAULT_FOLDER = "gilprof-profiles"
 
@@ -49,6 +52,7 @@ DEFAULT_FOLDER = "gilprof-profiles"
 )
 @duration_option("Seconds to sample (default: until the command exits). The command runs on.")
 @sampling_options
+@start_options
 @click.option(
     "--match",
     help="Sample the first Python process in the command's tree whose command "
@@ -64,6 +68,7 @@ def command(
     output: str,
     duration: float | None,
     sampling: SamplingChoice,
+    start: StartChoice,
     match: str | None,
     wait_timeout: float,
     keep_cmdline: bool,
@@ -86,6 +91,7 @@ def command(
       srun gilprof exec --ranks 0,4 -d 60 -- python -m my.server --port 8000
       gilprof exec -- python app.py        # no launcher: this process is rank 0
       gilprof exec --match mgmn_leader -- bash start_worker.sh GEN 0
+      mpiexec -n 8 gilprof exec --start-on 'iter =' -d 30 -- python app.py
     Then: gilprof report prof/rank0-*.json
 
     \b
@@ -96,6 +102,8 @@ def command(
       interactive terminal the command stays in the foreground: Ctrl-C
       reaches it directly, once, and stops sampling too.
       2: usage error (no command, bad --ranks, unwritable -o), nothing started.
+      A start trigger (--start-*) that never fires: one error line, no profile;
+      the command's exit status, or 3 if that is 0 (130 if interrupted).
       127: command not found; 126: command not executable (as a shell).
       If sampling fails, one error line is printed and the command runs on;
       the exit status is still the command's.
@@ -103,6 +111,7 @@ def command(
     if not command:
         raise UsageError("no command given; usage: gilprof exec [OPTIONS] -- COMMAND [ARGS]...")
     wanted = parse_rank_selection(ranks)  # every rank validates, so all fail alike
+    trigger = start_spec(start.start_after, start.start_on, start.start_on_log, start.start_timeout)
     identity = rank_from_environment(os.environ)
     if identity.variable is None and not quiet:
         click.echo(
@@ -132,6 +141,7 @@ def command(
         match=pattern,
         wait_timeout=wait_timeout,
         keep_cmdline=keep_cmdline,
+        start=trigger,
     )
     code = run_and_sample(request, sampler, LiveStatus(enabled=False, quiet=quiet))
     click.get_current_context().exit(code)

@@ -7,7 +7,7 @@ from array import array
 from typing import Any
 
 from gilprof.errors import InputError
-from gilprof.model import Frame, Mode, SamplingInfo, Target, ThreadState
+from gilprof.model import Frame, Mode, SamplingInfo, StartTrigger, Target, ThreadState
 from gilprof.profile.profile import SCHEMA, SCHEMA_NAME, SCHEMA_VERSION, Counts, Profile, Window
 
 # What reading a wrong-shaped document raises. OverflowError: an integer beyond the float
@@ -115,6 +115,23 @@ class ProfileReader:
             ticks_source=str(s.get("ticks_source", "estimated")),
             messages=tuple(str(m) for m in self._list(s, "messages", default=[])),
             priority=str(s.get("priority") or ""),
+            start_trigger=self.read_start_trigger(s.get("start_trigger")),
+        )
+
+    def read_start_trigger(self, t: Any) -> StartTrigger | None:
+        if t is None:
+            return None
+        if not isinstance(t, dict):
+            raise self.fail("sampling.start_trigger: expected an object")
+        after = t.get("first_window_after_s")
+        return StartTrigger(
+            kind=str(t.get("kind", "")),
+            description=str(t.get("description", "")),
+            fired_at=str(t.get("fired_at", "")),
+            waited_s=self._number(t, "waited_s", default=0.0),
+            line=self._opt_str(t, "line"),
+            source=self._opt_str(t, "source"),
+            first_window_after_s=None if after is None else self._number(t, "first_window_after_s"),
         )
 
     def _read_v1(self, data: dict[str, Any]) -> Profile:

@@ -31,6 +31,7 @@ from gilprof.recipes.model import (
     STEP_PARSERS,
     Recipe,
     SamplingDefaults,
+    StartDefaults,
     StepsSpec,
     TargetSpec,
     WatchedFunction,
@@ -164,7 +165,18 @@ class _Checker:
         return tuple(items)
 
 
-_TOP_KEYS = ("name", "description", "target", "sampling", "watch", "steps", "gate", "lint_getters")
+_TOP_KEYS = (
+    "name",
+    "description",
+    "target",
+    "sampling",
+    "watch",
+    "steps",
+    "start",
+    "gate",
+    "lint_getters",
+)
+_START_KEYS = ("on", "on_log", "after")
 _TARGET_KEYS = ("rank", "role", "match", "role_env", "parent_match", "threads")
 _SAMPLING_KEYS = ("mode", "rate", "duration", "native")
 _WATCH_KEYS = ("function", "file", "why", "fix")
@@ -265,6 +277,22 @@ def _steps(check: _Checker, raw: Any) -> StepsSpec:
     )
 
 
+def _start(check: _Checker, raw: Any) -> StartDefaults:
+    data = check.table(raw, "start", _START_KEYS)
+    on_log = None  # with `on` too: `on` when gilprof launches the job, `on_log` when attached
+    if "on_log" in data:
+        on_log = check.string(data["on_log"], "start.on_log")
+        path, colon, regex = on_log.partition(":")
+        if not colon or not path or not regex:
+            raise check.expected("start.on_log", 'FILE:REGEX, e.g. "gen.log:iter ="', on_log)
+        check.regex(regex, "start.on_log")
+    return StartDefaults(
+        on=check.regex(data["on"], "start.on") if "on" in data else None,
+        on_log=on_log,
+        after=check.number(data["after"], "start.after", at_least=0) if "after" in data else None,
+    )
+
+
 def _percent_table(check: _Checker, data: dict[str, Any], name: str, what: str) -> dict[str, float]:
     """[gate.NAME] as {key: percent}; function keys must look like function names."""
     out: dict[str, float] = {}
@@ -343,6 +371,7 @@ def parse_recipe(text: str, label: str) -> Recipe:
         else SamplingDefaults(),
         watch=_watch(check, document["watch"]) if "watch" in document else (),
         steps=_steps(check, document["steps"]) if "steps" in document else None,
+        start=_start(check, document["start"]) if "start" in document else None,
         gate=_gate(check, document["gate"]) if "gate" in document else GateBudgets(),
         lint_getters=check.string_list(
             document.get("lint_getters", []), "lint_getters", IDENTIFIER_RE, "a getter name"

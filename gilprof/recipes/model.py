@@ -83,6 +83,18 @@ class SamplingDefaults:
 
 
 @dataclass(frozen=True)
+class StartDefaults:
+    """[start]: when `attach` starts sampling unless the command line says (--start-*).
+
+    `on`: a regex for the launched job's output; `on_log`: FILE:REGEX for a log file;
+    `after`: seconds (after the line, with `on` or `on_log`)."""
+
+    on: str | None = None
+    on_log: str | None = None
+    after: float | None = None
+
+
+@dataclass(frozen=True)
 class WatchedFunction:
     """A function known to hold the GIL on the target's hot path."""
 
@@ -122,6 +134,7 @@ class Recipe:
     sampling: SamplingDefaults = field(default_factory=SamplingDefaults)
     watch: tuple[WatchedFunction, ...] = ()
     steps: StepsSpec | None = None
+    start: StartDefaults | None = None
     gate: GateBudgets = field(default_factory=GateBudgets)
     lint_getters: tuple[str, ...] = ()
     source: str = ""
@@ -170,6 +183,9 @@ class Recipe:
                 "loop_thread": self.steps.loop_thread,
                 "device_wait": list(self.steps.device_wait),
             },
+            "start": None
+            if self.start is None
+            else {"on": self.start.on, "on_log": self.start.on_log, "after": self.start.after},
             "gate": {
                 "max_share": dict(self.gate.max_share),
                 "max_utilization": self.gate.max_utilization,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any
 
@@ -23,6 +24,8 @@ def summary_lines(profile: Profile, path: str) -> list[str]:
         f"wrote {path} ({s.samples} samples over {s.duration_s:.1f} s, "
         f"{len(profile.windows)} windows{note})"
     ]
+    if s.start_trigger is not None:
+        lines.append(f"started by {s.start_trigger.summary()}")
     top = attribute(profile)
     by_self = sorted(top.functions, key=lambda f: -f.self_samples)[:3]
     if by_self and s.mode.knows_gil:
@@ -44,6 +47,12 @@ class LiveObserver:
         self.label = label
         self.started = time.monotonic()
 
+    def waiting(self, what: str, seconds: float) -> None:
+        """A start trigger is awaited (drawn by LiveStatus; others show nothing)."""
+
+    def clear_status(self) -> None:
+        """The launched job is about to print: take any status line off the terminal."""
+
     def _open(self, live: Any) -> None:
         self._live = live
         live.__enter__()
@@ -62,6 +71,28 @@ class LiveStatus(LiveObserver):
         super().__init__()
         self.enabled = enabled and not quiet
         self.quiet = quiet
+        self._drawn_at: float | None = None  # when the waiting line was last drawn
+        self._status_lock = threading.Lock()  # the job's output is passed on from threads
+
+    def waiting(self, what: str, seconds: float) -> None:
+        # A plain line (not rich.Live): the job's output goes to the same terminal from
+        # gilprof's pump threads, which clear this line before each write.
+        now = time.monotonic()
+        if not self.enabled or (self._drawn_at is not None and now - self._drawn_at < 0.25):
+            return
+        with self._status_lock:
+            self._drawn_at = now
+            sys.stderr.write(f"\r\x1b[Kgilprof: {what}  {seconds:5.1f} s  (Ctrl-C stops)")
+            sys.stderr.flush()
+
+    def clear_status(self) -> None:
+        if not self.enabled:
+            return
+        with self._status_lock:
+            if self._drawn_at is not None or self._live is not None:
+                sys.stderr.write("\r\x1b[K")
+                sys.stderr.flush()
+            self._drawn_at = None
 
     def sampling(self, label: str) -> None:
         super().sampling(label)

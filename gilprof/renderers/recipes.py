@@ -78,6 +78,15 @@ def _summary(recipe: Recipe) -> list[str]:
     if recipe.steps is not None:
         log = f", log {recipe.steps.log}" if recipe.steps.log else ""
         lines.append(f"steps:    parser {recipe.steps.parser}{log}")
+    start = recipe.start
+    if start is not None:
+        when = [f"output ~ '{start.on}' (launch mode)"] if start.on else []
+        when += [f"log {start.on_log}"] if start.on_log else []
+        if start.after is not None:
+            when.append(f"{'then ' if when else ''}{start.after:g} s")
+        lines.append("start:    " + ", ".join(when) + " (--start-* override)")
+    else:
+        lines.append("start:    at once (no [start]; --start-after, --start-on, --start-on-log)")
     gate = recipe.gate
     if not gate.is_empty():
         budgets = [f"max_share {name} <= {pct:g}%" for name, pct in gate.max_share.items()]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rich.table import Table
@@ -79,6 +79,9 @@ def report_dict(data: ReportData) -> dict[str, Any]:
             "partial": p.sampling.partial,
             "partial_reason": p.sampling.partial_reason,
             "priority": p.sampling.priority,
+            "start_trigger": None
+            if p.sampling.start_trigger is None
+            else asdict(p.sampling.start_trigger),
             "messages": list(p.sampling.messages),
         },
         "gil": {
@@ -241,6 +244,8 @@ def _header_lines(p: Profile, a: Attribution) -> list[str]:
             f"stack changed mid-read, or a thread exited); left out of every share: "
             f"{100 * share:.1f}% of ticks, {matters}"
         )
+    if s.start_trigger is not None:
+        lines.append(f"started  by {s.start_trigger.summary()}")
     if s.priority:
         lines.append(f"priority sampler ran {s.priority}")
     # What the sampler or gilprof learnt about this capture's accuracy (e.g. a sampler that

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -37,11 +38,30 @@ from gilprof.sampling.discover import (
     resolve_target,
 )
 from gilprof.sampling.launch import LaunchedJob
-from gilprof.sampling.processes import python_version_of
-from gilprof.sampling.session import DEFAULT_WINDOW_S, SessionOptions, run_session, run_sessions
+from gilprof.sampling.processes import exit_status, python_version_of
+from gilprof.sampling.session import (
+    DEFAULT_WINDOW_S,
+    SessionOptions,
+    run_session,
+    run_sessions,
+    target_alive,
+)
+from gilprof.sampling.triggers import (
+    EndedCheck,
+    Fired,
+    LineSource,
+    LogFollower,
+    OutputPump,
+    StartSpec,
+    wait_for_start,
+)
 
 # Below this, even a short profile may not fit: refuse before sampling rather than after.
 MIN_FREE_BYTES = 1 << 20
+NO_OUTPUT_TO_READ = (
+    "--start-on reads the output of a job gilprof launches (`-- COMMAND`); for a running "
+    "process, use --start-on-log FILE:REGEX or --start-after SECONDS"
+)
 
 
 @contextmanager
@@ -94,6 +114,8 @@ class CaptureObserver(Protocol):
     """What a capture tells its caller as it goes (the CLI draws it; tests may record it)."""
 
     def sampling(self, label: str) -> None: ...
+    def waiting(self, what: str, seconds: float) -> None: ...
+    def clear_status(self) -> None: ...
     def window(self, profile: Profile, window: WindowResult) -> None: ...
     def message(self, text: str) -> None: ...
     def wrote(self, path: str, profile: Profile) -> None: ...
@@ -117,8 +139,11 @@ class CaptureRequest:
     output: str | None = None
     wait_timeout: float = 60.0
     keep_cmdline: bool = False
+    start: StartSpec | None = None  # wait for this before sampling (--start-*)
 
     def check(self) -> None:
+        if self.start is not None and self.start.on_output is not None and not self.command:
+            raise UsageError(NO_OUTPUT_TO_READ)
         if self.command and self.pid is not None:
             raise UsageError("give either --pid or a command to launch, not both")
         if self.ranks is not None and (self.pid is not None or self.rank is not None):
@@ -150,16 +175,20 @@ def capture(request: CaptureRequest, observer: CaptureObserver) -> CaptureResult
         settings=request.settings, duration=request.duration, window_s=request.window_s
     )
     with stop_on_signals(forward) as stop:
-        launched = LaunchedJob(request.command) if request.command else None
+        launched, pump = _launch(request, observer)
         if launched:
             jobs.append(launched)
         try:
-            run = _Run(request, launched, sampler, options, stop, observer)
+            run = _Run(request, launched, sampler, options, stop, observer, pump)
             profiles = _capture_ranks(run) if request.ranks is not None else [_capture_one(run)]
         except GilprofError:
             if launched:
                 launched.shutdown()
+            if pump:
+                pump.join(5.0)
             raise
+        if pump:
+            pump.join(5.0)  # after the job: its last lines are passed through before gilprof ends
         if launched:
             if stop.is_set():
                 launched.wait(30)  # the signal was forwarded; give the ranks time to stop
@@ -188,6 +217,93 @@ class _Run:
     options: SessionOptions
     stop: threading.Event
     observer: CaptureObserver
+    pump: OutputPump | None = None
+
+    def ended_check(self, pids: list[int]) -> EndedCheck:
+        """How the wait for a trigger learns that the job (or the targets) ended."""
+        launched = self.launched
+
+        def ended() -> str | None:
+            if launched is not None:
+                code = launched.proc.poll()
+                return None if code is None else f"the job exited (status {exit_status(code)})"
+            if any(target_alive(pid) for pid in pids):
+                return None
+            return f"the target (PID {', '.join(map(str, pids))}) exited"
+
+        return ended
+
+    def await_start(self, pids: list[int]) -> SessionOptions:
+        """The session options, once the start trigger (if any) fired."""
+        spec = self.request.start
+        if spec is None:
+            return self.options
+        fired = await_trigger(spec, self.pump, self.ended_check(pids), self.stop, self.observer)
+        return replace(self.options, start=fired)
+
+
+def await_trigger(
+    spec: StartSpec,
+    pump: OutputPump | None,
+    ended: EndedCheck,
+    stop: threading.Event,
+    observer: CaptureObserver,
+) -> Fired:
+    """Wait for `spec` with a live status line; the line source is the job's output (`pump`)
+    or the log file the spec names."""
+    source: LineSource | None = pump
+    follower = LogFollower(spec.on_log.path) if spec.on_log is not None else None
+    if follower is not None:
+        source = follower
+    try:
+        fired = wait_for_start(
+            spec,
+            source,
+            ended,
+            stop,
+            on_wait=lambda what, seconds: observer.waiting(f"waiting for {what}", seconds),
+        )
+    finally:
+        observer.clear_status()
+        if follower is not None:
+            follower.close()
+    if pump is not None:
+        pump.stop_matching()
+    return fired
+
+
+def job_output_env(spec: StartSpec | None) -> Mapping[str, str] | None:
+    """The environment of a job whose output a trigger reads through a pipe: Python would
+    buffer a pipe 8 KiB at a time, so PYTHONUNBUFFERED=1 (unless set) lets each line through
+    when printed. None (inherit) for every other job."""
+    if spec is None or spec.on_output is None or "PYTHONUNBUFFERED" in os.environ:
+        return None
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def start_pump(proc: subprocess.Popen[bytes], observer: CaptureObserver) -> OutputPump:
+    """The job's stdout and stderr (pipes) passed through to gilprof's, lines for a trigger."""
+    assert proc.stdout is not None and proc.stderr is not None
+    return OutputPump(
+        [(proc.stdout, 1, "stdout"), (proc.stderr, 2, "stderr")],
+        before_write=observer.clear_status,
+    )
+
+
+def _launch(
+    request: CaptureRequest, observer: CaptureObserver
+) -> tuple[LaunchedJob | None, OutputPump | None]:
+    if not request.command:
+        return None, None
+    if request.start is None or request.start.on_output is None:
+        return LaunchedJob(request.command), None
+    launched = LaunchedJob(
+        request.command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=job_output_env(request.start),
+    )
+    return launched, start_pump(launched.proc, observer)
 
 
 def _capture_one(run: _Run) -> Profile:
@@ -198,12 +314,13 @@ def _capture_one(run: _Run) -> Profile:
         info = resolve_target(request.pid, request.rank, request.job, request.selection)
     path = request.output or default_output(info)
     check_output_writable(path)
+    options = run.await_start([info.pid])
     observer.sampling(f"pid {info.pid} rank {'?' if info.rank is None else info.rank}")
     try:  # streamed to `path` as it is sampled (gilprof.profile/2): a SIGKILL leaves a partial file
         profile = run_session(
             make_target(info, request.keep_cmdline),
             run.sampler,
-            run.options,
+            options,
             stop,
             on_window=observer.window,
             output=lambda _target: path,
@@ -254,6 +371,7 @@ def _capture_ranks(run: _Run) -> list[Profile]:
     infos = wait_for_ranks(
         run.launched, request.ranks, request.job, request.selection, request.wait_timeout, run.stop
     )
+    options = run.await_start([info.pid for info in infos])  # before the folder is made
     folder = request.output or f"gilprof-{datetime.now():%Y%m%d-%H%M%S}"
     prepare_folder(folder)
     targets = [make_target(info, request.keep_cmdline) for info in infos]
@@ -268,7 +386,7 @@ def _capture_ranks(run: _Run) -> list[Profile]:
         )
 
     results = run_sessions(  # streamed
-        targets, run.sampler, run.options, run.stop, output=path_of, on_message=observer.message
+        targets, run.sampler, options, run.stop, output=path_of, on_message=observer.message
     )
     profiles = []
     for target, result in zip(targets, results, strict=True):

@@ -14,6 +14,7 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -23,11 +24,17 @@ from typing import NoReturn
 
 import psutil
 
-from gilprof.errors import GilprofError, TargetError, UsageError
+from gilprof.errors import EXIT_INTERRUPTED, GilprofError, TargetError, UsageError
 from gilprof.model import Target
 from gilprof.profile import Profile
 from gilprof.sampling.backends.base import Backend
-from gilprof.sampling.capture import CaptureObserver, make_target, stop_on_signals
+from gilprof.sampling.capture import (
+    CaptureObserver,
+    await_trigger,
+    make_target,
+    start_pump,
+    stop_on_signals,
+)
 from gilprof.sampling.discover import (
     EXEC_PARENT_VARIABLE,
     ProcessInfo,
@@ -38,6 +45,7 @@ from gilprof.sampling.discover import (
 )
 from gilprof.sampling.processes import Child, exit_status, inherited_fds
 from gilprof.sampling.session import SessionOptions, WindowCallback, run_session
+from gilprof.sampling.triggers import OutputPump, StartSpec, TriggerNotFired, WaitInterrupted
 
 # A shell's codes for a command that cannot be run, so wrappers that test for them still work.
 EXIT_NOT_FOUND = 127
@@ -100,7 +108,7 @@ class ChildCommand:
     terminal and already gets Ctrl-C itself; only SIGTERM is forwarded then.
     """
 
-    def __init__(self, argv: Sequence[str]) -> None:
+    def __init__(self, argv: Sequence[str], read_output: bool = False) -> None:
         if not argv:
             raise UsageError("no command given; usage: gilprof exec [OPTIONS] -- COMMAND [ARGS]...")
         self.argv = tuple(argv)
@@ -109,9 +117,20 @@ class ChildCommand:
         # hydra's PMI_FD connection, or PMI_Init fails and the job hangs), and its
         # environment names gilprof's PID so discovery counts the child, not gilprof, as the rank.
         env = {**os.environ, EXEC_PARENT_VARIABLE: str(os.getpid())}
+        # With read_output (--start-on) its stdout and stderr are pipes that gilprof reads
+        # and passes through.
+        # Python buffers a pipe 8 KiB at a time: PYTHONUNBUFFERED lets each line through.
+        pipe = subprocess.PIPE if read_output else None
+        if read_output:
+            env.setdefault("PYTHONUNBUFFERED", "1")
         try:
             self.child = Child(
-                argv, group="new" if self.own_group else "same", pass_fds=inherited_fds(), env=env
+                argv,
+                group="new" if self.own_group else "same",
+                pass_fds=inherited_fds(),
+                env=env,
+                stdout=pipe,
+                stderr=pipe,
             )
         except OSError as exc:
             _raise_launch_error(argv[0], exc)
@@ -186,10 +205,14 @@ def sample_child(
     wait_timeout: float = 60.0,
     on_window: WindowCallback | None = None,
     output: Callable[[Target], str] | None = None,
+    start: Callable[[], SessionOptions] | None = None,
 ) -> Profile:
     """Sample the command's Python process until it exits, `options.duration` ends or `stop`
-    (streamed to the file `output` names, if given)."""
+    (streamed to the file `output` names, if given); `start`, if given, waits for the start
+    trigger and returns the options to sample with."""
     info = find_python_process(child, match, wait_timeout, stop)
+    if start is not None:
+        options = start()
     return run_session(
         make_target(info), backend, options, stop, on_window=on_window, output=output
     )
@@ -204,6 +227,7 @@ class ExecRequest:
     match: re.Pattern[str] | None = None
     wait_timeout: float = 60.0
     keep_cmdline: bool = False
+    start: StartSpec | None = None  # wait for this before sampling (--start-*)
 
 
 def run_and_sample(request: ExecRequest, sampler: Backend, observer: CaptureObserver) -> int:
@@ -228,8 +252,25 @@ def run_and_sample(request: ExecRequest, sampler: Backend, observer: CaptureObse
     def path_of(target: Target) -> str:
         return os.path.join(request.folder, f"rank{rank.rank}-{target.pid}.json")
 
+    spec = request.start
+    reads_output = spec is not None and spec.on_output is not None
+    pump: OutputPump | None = None
+    not_fired = False
+
+    def start() -> SessionOptions:
+        assert spec is not None
+
+        def ended() -> str | None:
+            code = child.proc.poll()
+            return None if code is None else f"the command exited (status {exit_status(code)})"
+
+        fired = await_trigger(spec, pump, ended, stop, observer)
+        return replace(request.options, start=fired)
+
     with stop_on_signals(forward) as stop:
-        child = ChildCommand(request.command)
+        child = ChildCommand(request.command, read_output=reads_output)
+        if reads_output:
+            pump = start_pump(child.proc, observer)
         children.append(child)
         for signum in pending:
             child.forward(signum)
@@ -243,7 +284,11 @@ def run_and_sample(request: ExecRequest, sampler: Backend, observer: CaptureObse
                 request.match,
                 request.wait_timeout,
                 output=path_of,
+                start=start if spec is not None else None,
             )  # streamed
+        except (TriggerNotFired, WaitInterrupted) as exc:
+            not_fired = True
+            observer.message(f"error: rank {rank.rank} not sampled: {exc}")
         except GilprofError as exc:
             observer.message(f"error: rank {rank.rank} not sampled: {exc}")
         except Exception as exc:  # a gilprof bug must not take the user's job down with it
@@ -253,6 +298,10 @@ def run_and_sample(request: ExecRequest, sampler: Backend, observer: CaptureObse
         else:  # a full disk surfaced above as a GilprofError: the command is still awaited
             observer.wrote(path_of(profile.target), profile)
         code = child.wait()
+        if pump is not None:
+            pump.join(5.0)
+    if not_fired and code == 0:  # no profile: a script must not read this as a success
+        code = EXIT_INTERRUPTED if stop.is_set() else TriggerNotFired.exit_code
     returncode = child.proc.returncode
     if returncode is not None and returncode < 0:
         try:

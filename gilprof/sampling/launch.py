@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gilprof.errors import TargetError, UsageError
 from gilprof.sampling.discover import ProcessInfo, Selection, resolve_target
@@ -20,13 +20,22 @@ class LaunchedJob:
     """
 
     def __init__(
-        self, argv: Sequence[str], stdout: int | None = None, stderr: int | None = None
+        self,
+        argv: Sequence[str],
+        stdout: int | None = None,
+        stderr: int | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         if not argv:
             raise UsageError("no command to launch after `--`")
         try:
             self.child = Child(
-                argv, group="session", stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+                argv,
+                group="session",
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                env=env,
             )
         except FileNotFoundError:
             raise UsageError(f"cannot launch {argv[0]!r}: command not found") from None

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 import psutil
@@ -26,6 +26,7 @@ from gilprof.errors import TargetError
 from gilprof.model import SamplingInfo, Target
 from gilprof.profile import Profile, StreamWriter, read_streams
 from gilprof.sampling.backends.base import Backend, NotReady, SamplerSettings, WindowResult
+from gilprof.sampling.triggers import Fired
 
 DEFAULT_WINDOW_S = 2.0
 
@@ -36,6 +37,7 @@ class SessionOptions:
     duration: float | None = None  # None: until the target exits or `stop` is set
     window_s: float = DEFAULT_WINDOW_S
     attach_timeout: float = 15.0  # how long a just-started target may stay unreadable
+    start: Fired | None = None  # the start trigger that let this session begin, if any
 
 
 WindowCallback = Callable[[Profile, WindowResult], None]
@@ -107,6 +109,7 @@ def _sample(
             blocking=settings.blocking,
             window_s=options.window_s,
             started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            start_trigger=options.start.record() if options.start else None,
         ),
     )
     origin: float | None = None
@@ -152,6 +155,10 @@ def _sample(
             break
         if origin is None:
             origin = result.t0
+            if options.start is not None:  # how soon after the trigger sampling began
+                profile.sampling = replace(
+                    profile.sampling, start_trigger=options.start.record(origin)
+                )
         ticks, source = backend.ticks(result, settings)
         ticks_sources.add(source)
         if result.priority:
