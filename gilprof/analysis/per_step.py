@@ -25,14 +25,14 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gilprof.analysis.loop import batch_share
 from gilprof.errors import UsageError
 from gilprof.model import Mode, ThreadState, is_wrapper_frame
 from gilprof.profile import Profile, Window
-from gilprof.stats import Estimate
+from gilprof.stats import Difference, Estimate, estimate_difference
 from gilprof.steps import RankSteps
 
 FunctionId = tuple[str, str]  # (qualified name, file base name)
@@ -100,12 +100,17 @@ def scale(estimate: Estimate, factor: float) -> Estimate:
 
 
 def _stack_functions(
-    profile: Profile, index: int, cache: dict[int, frozenset[FunctionId]]
+    profile: Profile,
+    index: int,
+    cache: dict[int, frozenset[FunctionId]],
+    renames: Mapping[str, str],
 ) -> frozenset[FunctionId]:
     found = cache.get(index)
     if found is None:
         found = cache[index] = frozenset(
-            (f.name, os.path.basename(f.file)) for f in profile.stack_frames(index) if f.is_python
+            (renames.get(f.name, f.name), os.path.basename(f.file))
+            for f in profile.stack_frames(index)
+            if f.is_python
         )
     return found
 
@@ -176,21 +181,23 @@ def loop_costs(
     *,
     all_frames: bool = False,
     top: int | None = None,
+    renames: Mapping[str, str] | None = None,
 ) -> LoopCosts:
     """Every function's cost to the loop thread `loop_tid`, in ms per step (see the module)."""
     unit = StepUnit.of(steps)
+    renames = renames or {}
     cache: dict[int, frozenset[FunctionId]] = {}
     own: dict[FunctionId, dict[int, float]] = {}
     blamed: dict[FunctionId, dict[int, float]] = {}
 
     def visit(w: int, dt: float, stack: int, holders: list[int]) -> None:
-        for key in _stack_functions(profile, stack, cache):
+        for key in _stack_functions(profile, stack, cache, renames):
             row = own.setdefault(key, {})
             row[w] = row.get(w, 0.0) + dt
         if holders and profile.stacks[stack].state is ThreadState.WAITING:
             part = dt / len(holders)
             for holder in holders:
-                for key in _stack_functions(profile, holder, cache):
+                for key in _stack_functions(profile, holder, cache, renames):
                     row = blamed.setdefault(key, {})
                     row[w] = row.get(w, 0.0) + part
 
@@ -226,3 +233,79 @@ def loop_costs(
     spans_mode = profile.sampling.mode.reads_states and any(w.spans for w in profile.windows)
     name = profile.threads.get(loop_tid) or f"tid {loop_tid}"
     return LoopCosts(name, unit, len(usable), spans_mode, tuple(out))
+
+
+STEP, REQUEST = "step", "request"
+
+
+@dataclass(frozen=True)
+class CostChange:
+    """One function's cost to the loop before and after, per unit of work."""
+
+    name: str
+    file: str
+    per_step: Difference
+    per_request: Difference | None
+
+    def in_unit(self, unit: str) -> Difference:
+        return self.per_request if unit == REQUEST and self.per_request else self.per_step
+
+
+@dataclass(frozen=True)
+class CostComparison:
+    unit: str  # STEP or REQUEST: what the verdicts are judged on
+    threads: tuple[str, str]  # the loop thread of each side
+    changes: dict[FunctionId, CostChange]
+
+    def find(self, name: str, file: str) -> CostChange | None:
+        return self.changes.get((name, file))
+
+
+_ZERO = Estimate(0.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def compare_costs(
+    before: LoopCosts, after: LoopCosts, confidence: float = 0.95, unit: str = STEP
+) -> CostComparison:
+    """Every function's per-step (and per-request) cost change; a function missing on one
+    side cost the loop nothing there."""
+    if unit == REQUEST and not (before.unit.requests_per_step and after.unit.requests_per_step):
+        raise UsageError("--unit request needs num_scheduled_requests in both step logs")
+    b = {(c.name, c.file): c for c in before.functions}
+    a = {(c.name, c.file): c for c in after.functions}
+    changes = {}
+    for key in b.keys() | a.keys():
+        cb, ca = b.get(key), a.get(key)
+        step = estimate_difference(
+            cb.per_step_ms if cb else _ZERO, ca.per_step_ms if ca else _ZERO, confidence
+        )
+        request = None
+        if before.unit.requests_per_step and after.unit.requests_per_step:
+            request = estimate_difference(
+                (cb.per_request_ms if cb else None) or _ZERO,
+                (ca.per_request_ms if ca else None) or _ZERO,
+                confidence,
+            )
+        changes[key] = CostChange(key[0], key[1], step, request)
+    return CostComparison(unit, (before.thread, after.thread), changes)
+
+
+def side_costs(
+    profile: Profile,
+    loop_tid: int,
+    steps: RankSteps,
+    renames: Mapping[str, str] | None = None,
+) -> LoopCosts:
+    """All functions' costs on one side of a comparison (no top: rows are matched by key)."""
+    return loop_costs(profile, loop_tid, steps, all_frames=True, renames=renames)
+
+
+def parse_renames(texts: Iterable[str]) -> dict[str, str]:
+    """OLD=NEW pairs (--rename): an unfixed function and the fixed one that replaces it."""
+    out = {}
+    for text in texts:
+        old, sep, new = text.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise UsageError(f"--rename {text!r}: expected OLD=NEW (function names)")
+        out[old.strip()] = new.strip()
+    return out
