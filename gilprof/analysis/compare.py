@@ -18,7 +18,7 @@ from gilprof.analysis.empty import refuse_empty
 from gilprof.analysis.per_step import CostComparison
 from gilprof.analysis.table import Series, WindowTable, build_table
 from gilprof.errors import UsageError
-from gilprof.model import Mode, is_wrapper_frame
+from gilprof.model import Mode, function_name_matches, is_wrapper_frame
 from gilprof.profile import Profile
 from gilprof.stats import Difference, batch_windows, median_difference_ci, ratio_difference_ci
 from gilprof.steps import RankSteps
@@ -228,7 +228,12 @@ def compare_profiles(
     watched = []
     for name in watch_names:
         diff = ratio_difference_ci(*b.watch_series(name), *a.watch_series(name), confidence)
-        watched.append(ShareChange(name, "", None, diff, 0.0, 0.0, verdict(diff)))
+        row = ShareChange(name, "", None, diff, 0.0, 0.0, verdict(diff))
+        watched.append(row if costs is None else _watched_on_cost(row, costs))
+    if costs is not None:  # a thread's held share grows when it does more work: not a verdict
+        threads = tuple(
+            replace(t, share_verdict=t.verdict, verdict=_SHARE_MOVED[t.verdict]) for t in threads
+        )
     steps = None
     if steps_before is not None and steps_after is not None:
         steps = compare_steps(steps_before, steps_after, confidence)
@@ -246,6 +251,19 @@ def compare_profiles(
         costs,
         tuple(sorted(renames.items())),
     )
+
+
+_SHARE_MOVED = {IMPROVED: "share down", REGRESSED: "share up", UNCHANGED: UNCHANGED}
+
+
+def _watched_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:
+    """A watched name's cost: that of its costliest matching function (the outermost)."""
+    matches = [c for c in costs.changes.values() if function_name_matches(change.name, c.name)]
+    if not matches:
+        return replace(change, share_verdict=change.verdict, verdict=UNCHANGED)
+    found = max(matches, key=lambda c: max(c.per_step.before, c.per_step.after))
+    cost = found.in_unit(costs.unit)
+    return replace(change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost))
 
 
 def _judged_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:

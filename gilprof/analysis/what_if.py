@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gilprof.analysis.loop import batch_share
-from gilprof.analysis.per_step import BUSY_STATES, StepUnit, scale, walk_loop
+from gilprof.analysis.per_step import BUSY_STATES, LoopCosts, StepUnit, scale, walk_loop
 from gilprof.analysis.verdict import DEVICE_NEGLIGIBLE, Verdict
 from gilprof.errors import UsageError
 from gilprof.model import Frame, ThreadState
@@ -220,4 +220,15 @@ def predict_each(
     return tuple(predict(profile, verdict, steps, (RemovalSpec(f),)) for f in functions)
 
 
-__all__ = ["BUSY_STATES", "Prediction", "RemovalSpec", "parse_specs", "predict", "predict_each"]
+
+
+def savings_table(
+    profile: Profile, verdict: Verdict, steps: RankSteps, costs: LoopCosts, count: int = 8
+) -> tuple[Prediction, ...]:
+    """The costliest functions one by one, leaving out the loop's own frames (functions in
+    which the loop spends nearly all its time: removing them is removing the loop)."""
+    names = [c.name for c in costs.functions if c.share.value < WHOLE_LOOP][:count]
+    return predict_each(profile, verdict, steps, names)
+
+
+WHOLE_LOOP = 0.9

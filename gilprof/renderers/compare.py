@@ -194,9 +194,18 @@ def _share_table(title: str, rows: list[ShareChange], first: str) -> Table:
             + (f" [{row.thread}]" if row.thread and first == "function" else "")
         )
         table.add_row(
-            label, *share_cells(row.total), Text(row.verdict, style=_STYLE.get(row.verdict, ""))
+            label,
+            *share_cells(row.total),
+            Text(_verdict_text(row), style=_STYLE.get(row.verdict, "")),
         )
     return table
+
+
+def _verdict_text(row: ShareChange) -> str:
+    """The verdict, with the cost per unit of work it was judged on when there is one."""
+    if row.cost is None:
+        return row.verdict
+    return f"{row.verdict} ({row.cost.before:.1f} -> {row.cost.after:.1f} ms)"
 
 
 def steps_verdict_line(s: StepsChange, verdicts: Verdicts = (None, None)) -> str:
@@ -296,12 +305,15 @@ def _md_rows(rows: list[ShareChange]) -> list[str]:
             + (f" ({os.path.basename(r.file)})" if r.file else "")
             + (f" [{r.thread}]" if r.thread and r.thread != r.name else "")
         )
-        if r.share_verdict is not None:  # judged on cost per unit of work, not on this share
+        if r.share_verdict is not None and r.cost is None and r.file:
+            # a function row judged on its cost per unit of work (the table above), not here
             shown = {IMPROVED: "share down", REGRESSED: "share up"}.get(r.share_verdict, UNCHANGED)
             lines.append(f"| {label} | " + " | ".join(share_cells(r.total)) + f" | {shown} |")
             continue
         mark = {IMPROVED: "✅ ", REGRESSED: "❌ "}.get(r.verdict, "")
-        lines.append(f"| {label} | " + " | ".join(share_cells(r.total)) + f" | {mark}{r.verdict} |")
+        lines.append(
+            f"| {label} | " + " | ".join(share_cells(r.total)) + f" | {mark}{_verdict_text(r)} |"
+        )
     return lines
 
 
