@@ -5,8 +5,10 @@
     python benchmarks/overhead.py --quick --json    # 6 phases of 1.5 s, about 20-40 s
 
 One run of the example job (`mpiexec -n 4 python examples/disagg_gen/server.py --impl before`)
-goes through sequential phases: no sampler, 100 Hz non-blocking, 100 Hz blocking, 1000 Hz
-non-blocking, 1000 Hz blocking, and no sampler again. A sampled phase is one
+goes through sequential phases: no sampler, 100 Hz states mode (the default: py-spy
+non-blocking plus gilprof's thread-state reader), 100 Hz gil non-blocking, 100 Hz gil
+blocking, 1000 Hz gil non-blocking, 1000 Hz gil blocking, and no sampler again
+(`--config 100st` runs only the states phases, between unsampled ones). A sampled phase is one
 `python -m gilprof attach --pid RANK0 -d S -q -o FILE` run; it lasts from the moment its
 first `py-spy record` process appears until its last one is gone, so gilprof's own start-up
 is left out but the gaps between sampling windows are in. Rank 0 logs TensorRT-LLM iteration
@@ -96,6 +98,7 @@ def _config_row(
         "ratio_ci95": None,
         "samples_per_s": None,
         "pyspy_cpu_share": None,
+        "reader_cost": [p.reader_cost for p in phases if p.reader_cost],
     }
     if config.rate_hz is not None and seconds > 0:
         row["samples_per_s"] = round(sum(p.samples or 0 for p in phases) / seconds, 1)
@@ -127,7 +130,9 @@ def summarize(phases: list[Phase]) -> dict[str, Any]:
         raise BenchmarkError(f"only {len(baseline)} unsampled iterations; raise --phase-seconds")
     base_median = quantiles(baseline, [0.5])[0]
     configs = [
-        _config_row(c, [p for p in phases if p.config == c], baseline, base_median) for c in CONFIGS
+        _config_row(c, [p for p in phases if p.config == c], baseline, base_median)
+        for c in CONFIGS
+        if any(p.config == c for p in phases)
     ]
     phase_rows = [_phase_row(p, phases[0].start, base_median) for p in phases]
     return {
@@ -140,10 +145,11 @@ def summarize(phases: list[Phase]) -> dict[str, Any]:
     }
 
 
-def schedule(rounds: int) -> list[Config]:
-    """Each round: unsampled, then the sampled configurations, rotated one place per round so
-    that no configuration always follows the same one; one more unsampled phase at the end."""
-    unsampled, sampled = CONFIGS[0], list(CONFIGS[1:])
+def schedule(rounds: int, only: list[str] | None = None) -> list[Config]:
+    """Each round: unsampled, then the sampled configurations (`only` these keys, if given),
+    rotated one place per round so that no configuration always follows the same one; one
+    more unsampled phase at the end."""
+    unsampled, sampled = CONFIGS[0], [c for c in CONFIGS[1:] if not only or c.key in only]
     order: list[Config] = []
     for r in range(rounds):
         shift = r % len(sampled)
@@ -153,7 +159,7 @@ def schedule(rounds: int) -> list[Config]:
 
 def run(options: argparse.Namespace) -> dict[str, Any]:
     load_before = _common.load_average()
-    order = schedule(options.rounds)
+    order = schedule(options.rounds, options.config)
     loop_seconds = options.duration or (
         options.warmup
         + len(order) * (options.phase_seconds + options.settle + ATTACH_ALLOWANCE_S)
@@ -254,6 +260,11 @@ def print_report(result: dict[str, Any]) -> None:
             "(one core = 100%)",
             f"{result['machine']['cpus']} CPUs; load average before {result['load_before']}, "
             f"after {result['load_after']}",
+            *[
+                f"{r['key']} phase {i}: {note}"
+                for r in result["configs"]
+                for i, note in enumerate(r.get("reader_cost") or [], 1)
+            ],
         ],
     )
 
@@ -291,6 +302,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--settle", type=float, default=1.0, help="unmeasured seconds between phases"
     )
     parser.add_argument("--ranks", type=int, default=4, help="MPI ranks (default 4)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        choices=[c.key for c in CONFIGS[1:]],
+        help="run only this sampled configuration (repeatable; default: all)",
+    )
     parser.add_argument("--impl", default="before", help="the example's --impl (default before)")
     _common.output_options(parser, quick="1.5 s phases, 1 s warm-up, 0.5 s settle: a smoke run")
     options = parser.parse_args(argv)

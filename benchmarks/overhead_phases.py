@@ -38,14 +38,16 @@ class Config:
     label: str
     rate_hz: int | None  # None: no sampler
     blocking: bool = False
+    mode: str = "gil"  # gilprof's --mode
 
 
 CONFIGS = (
     Config("none", "no sampler", None),
-    Config("100nb", "100 Hz non-blocking", 100),
-    Config("100b", "100 Hz blocking", 100, True),
-    Config("1000nb", "1000 Hz non-blocking", 1000),
-    Config("1000b", "1000 Hz blocking", 1000, True),
+    Config("100st", "100 Hz states (default)", 100, mode="states"),
+    Config("100nb", "100 Hz gil non-blocking", 100),
+    Config("100b", "100 Hz gil blocking", 100, True),
+    Config("1000nb", "1000 Hz gil non-blocking", 1000),
+    Config("1000b", "1000 Hz gil blocking", 1000, True),
 )
 
 
@@ -260,6 +262,7 @@ class Phase:
     errors: int | None = None
     attach_cpu_s: float | None = None  # gilprof attach and its py-spy runs
     pyspy_cpu_s: float | None = None
+    reader_cost: str = ""  # states mode: the profile's "thread-state reader: ..." message
     steps: list[TimedStep] = field(default_factory=list)
 
     @property
@@ -285,6 +288,8 @@ def attach_command(config: Config, pid: int, seconds: float, output: Path) -> li
         str(output),
         "--rate",
         str(config.rate_hz),
+        "--mode",
+        config.mode,
     ]
     return [*cmd, "--blocking"] if config.blocking else cmd
 
@@ -334,4 +339,7 @@ def run_phase(config: Config, rank0: int, seconds: float, workdir: Path) -> Phas
         errors=profile.sampling.errors,
         attach_cpu_s=usage.ru_utime + usage.ru_stime,
         pyspy_cpu_s=watch.cpu_seconds,
+        reader_cost=next(
+            (m for m in profile.sampling.messages if m.startswith("thread-state reader")), ""
+        ),
     )

@@ -270,6 +270,11 @@ def ratio_difference_ci(
     return _welch_difference(before, after, confidence)
 
 
+def estimate_difference(before: Estimate, after: Estimate, confidence: float = 0.95) -> Difference:
+    """after - before for two independent estimates, with a Welch-Satterthwaite t interval."""
+    return _welch_difference(before, after, confidence)
+
+
 def _welch_difference(before: Estimate, after: Estimate, confidence: float) -> Difference:
     delta = after.value - before.value
     relative = delta / before.value if before.value != 0 else None

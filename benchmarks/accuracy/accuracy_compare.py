@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import accuracy_truth
+import uprobe_truth
 import workloads
 from accuracy_sample import Config, sample
 
@@ -26,7 +27,12 @@ TARGETS = {
     ("contention", "wait"): 0.05,
     ("contention", "native"): 0.05,
     ("contention", "blame"): 0.05,
+    ("states", "held"): 0.02,
+    ("states", "wait"): 0.03,
+    ("states", "native"): 0.05,
+    ("states", "blame"): 0.05,
 }
+MODES = ("gil", "contention", "states")
 MAIN_RATE = 100
 SWEPT = (("spin2", "contention"), ("planted", "gil"))
 
@@ -71,7 +77,7 @@ def compare(
     config: Config, report: dict[str, Any], truth: accuracy_truth.Truth, samples: float
 ) -> tuple[list[Row], dict[str, str]]:
     threads = {t["name"]: t for t in report["gil"]["threads"]}
-    contention = config.mode == "contention"
+    contention = config.mode in ("contention", "states")
     rows: list[Row] = []
 
     def add(
@@ -135,6 +141,74 @@ def compare(
     return rows, top
 
 
+def compare_exact(
+    report: dict[str, Any],
+    record: dict[str, Any],
+    trace: uprobe_truth.GilTrace,
+    windows: list[tuple[float, float]],
+    samples: float,
+) -> tuple[list[Row], dict[str, str]]:
+    """States mode against the uprobe truth: exact held and waiting per thread, blame per
+    waiter and holder, and the rest of each thread's time split into native (on a CPU or
+    runnable) and idle (blocked in the kernel) by the scheduler's events where the trace
+    has them; without them, the rest is native for a thread whose GIL-free calls are
+    compiled code (zlib) and idle for the others."""
+    seen = {t["name"]: t for t in report["gil"]["threads"]}
+    names = {t["native_id"]: t["name"] for t in record["threads"]}
+    kinds = {t["name"]: t["nap_kind"] for t in record["threads"]}
+    total = sum(b - a for a, b in windows)
+    held: dict[int, float] = {}
+    waiting: dict[int, float] = {}
+    idle: dict[int, float] = {}
+    native: dict[int, float] = {}
+    by_holder: dict[tuple[int, int], float] = {}
+    for a, b in windows:
+        ran = [
+            t["native_id"] for t in record["threads"] if any(s < b and e > a for s, e in t["runs"])
+        ]
+        truth = trace.truth(a, b, names, ran)
+        for tid, th in truth.threads.items():
+            held[tid] = held.get(tid, 0.0) + th.held_s / total
+            waiting[tid] = waiting.get(tid, 0.0) + th.waiting_s / total
+            if th.idle_s is not None and th.native_s is not None:
+                idle[tid] = idle.get(tid, 0.0) + th.idle_s / total
+                native[tid] = native.get(tid, 0.0) + th.native_s / total
+            for holder, secs in th.waiting_by_holder.items():
+                by_holder[tid, holder] = by_holder.get((tid, holder), 0.0) + secs / total
+    rows: list[Row] = []
+
+    def add(subject: str, metric: str, truth: float, measured: float) -> None:
+        rows.append(Row(subject, metric, truth, truth, measured, _se(measured, samples)))
+
+    for tid, name in names.items():
+        got = seen.get(name, {})
+        rest = max(0.0, 1.0 - held.get(tid, 0.0) - waiting.get(tid, 0.0))
+        if tid in native:
+            native_truth, idle_truth = native[tid], idle[tid]
+        else:
+            native_truth = rest if kinds[name] == "native" else 0.0
+            idle_truth = rest - native_truth
+        add(name, "held", held.get(tid, 0.0), got.get("held_share") or 0.0)
+        add(name, "wait", waiting.get(tid, 0.0), got.get("wait_share") or 0.0)
+        add(name, "native", native_truth, got.get("native_share") or 0.0)
+        add(name, "idle", idle_truth, got.get("idle_share") or 0.0)
+    add("(any thread)", "utilization", sum(held.values()), report["gil"].get("utilization") or 0)
+    blamed: dict[tuple[str, str], float] = {}
+    for b in report.get("blame", []):
+        blamed[b["waiter"], b["holder"]] = blamed.get((b["waiter"], b["holder"]), 0.0) + b["share"]
+    top: dict[str, str] = {}
+    for waiter, wname in names.items():
+        for holder, hname in names.items():
+            truth_share = by_holder.get((waiter, holder), 0.0)
+            measured = blamed.get((wname, hname), 0.0)
+            if holder != waiter and max(truth_share, measured) >= 0.005:
+                add(f"{wname} <- {hname}", "blame", truth_share, measured)
+        mine = sorted(((s, h) for (w, h), s in blamed.items() if w == wname), reverse=True)
+        if mine:
+            top[wname] = mine[0][1]
+    return rows, top
+
+
 def measure(
     config: Config,
     python: str,
@@ -153,7 +227,10 @@ def measure(
     # The ticks gilprof divided by (exact from py-spy's --duration windows), not seconds x
     # rate: a window that overran or ended early has fewer, and the SE must say so.
     ticks = float(got.report["sampling"].get("ticks") or seconds * config.rate)
-    rows, top = compare(config, got.report, truth, ticks)
+    if got.gil_trace is not None:
+        rows, top = compare_exact(got.report, got.record, got.gil_trace, got.sampled, ticks)
+    else:
+        rows, top = compare(config, got.report, truth, ticks)
     speed = None
     if all(not t["naps"] and not t["calls"] for t in got.record["threads"]):
         # Only free-running loops show the pauses as lost iterations; timed loops do not.
@@ -254,7 +331,7 @@ def summary(main: list[Outcome]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     scenarios = sorted({o.config.scenario for o in main}, key=lambda x: (x != "quiet", x))
     for scenario in scenarios:
-        for mode in ("gil", "contention"):
+        for mode in MODES:
             for metric in (
                 "held",
                 "wait",

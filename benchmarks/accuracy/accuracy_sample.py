@@ -22,6 +22,7 @@ from typing import Any
 
 import _common
 import psutil
+import uprobe_truth
 import workloads
 from _common import BenchmarkError
 
@@ -35,7 +36,7 @@ HOG = "while True: pass"
 @dataclass(frozen=True)
 class Config:
     workload: str
-    mode: str  # gil | contention
+    mode: str  # gil | contention | states
     rate: int
     seconds: float
     hogs: int = 0  # CPU-bound processes beside the target (the loaded scenario)
@@ -131,6 +132,10 @@ class Sampled:
     load_after: float
     priority: str = ""  # the sampler's scheduling, as the profile records it
     messages: tuple[str, ...] = ()  # the profile's accuracy messages
+    # states mode: take_gil/drop_gil events of the target over the whole attach (the exact
+    # truth, uprobe_truth.py), or None with the reason bpftrace could not run
+    gil_trace: uprobe_truth.GilTrace | None = None
+    gil_trace_note: str = ""
 
 
 def sample(
@@ -174,6 +179,8 @@ def _sample(
         stderr=subprocess.PIPE,
     )
     attach: subprocess.Popen[bytes] | None = None
+    trace: uprobe_truth.GilTrace | None = None
+    trace_note = ""
     try:
         if nice is not None and not boost(target.pid, nice):
             raise BenchmarkError("--boost needs root and kernel.sched_autogroup_enabled=1")
@@ -184,6 +191,11 @@ def _sample(
         output = workdir / (
             f"{config.workload}-{config.mode}-{config.rate}-{config.seconds:g}-{config.hogs}.json"
         )
+        if config.mode == "states":
+            try:
+                trace = uprobe_truth.start_trace(target.pid)
+            except uprobe_truth.TruthError as exc:
+                trace, trace_note = None, str(exc)
         launched = time.monotonic()
         attach_cmd = _gilprof(
             "attach",
@@ -211,6 +223,8 @@ def _sample(
         watch.done.set()
         watch.join()
         finished = time.monotonic()
+        if trace is not None:
+            trace.stop()
         load_after = os.getloadavg()[0]
         if attach.returncode != 0:
             raise BenchmarkError(f"gilprof attach failed: {err.decode().strip()[-300:]}")
@@ -219,13 +233,15 @@ def _sample(
         out, err = target.communicate(timeout=60)  # closes stdin: the target stops and reports
         record = json.loads(out.decode().strip().splitlines()[-1])
     finally:
+        if trace is not None:
+            trace.stop()
         for proc in (attach, target):
             if proc is not None:
                 _kill(proc)
     report_args = ["report", str(output), "--format", "json", "--no-default-watch"]
     for function in workloads.WATCHED:
         report_args += ["--watch", function]
-    if config.mode == "contention":
+    if config.mode in ("contention", "states"):
         report_args.append("--contention")
     report = subprocess.run(
         _gilprof(*report_args), capture_output=True, env=_common.child_env(), timeout=120
@@ -246,4 +262,6 @@ def _sample(
         load_after,
         sampling.priority,
         sampling.messages,
+        trace,
+        trace_note,
     )

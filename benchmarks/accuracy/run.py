@@ -153,7 +153,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--mode",
         action="append",
-        choices=("gil", "contention"),
+        choices=("gil", "contention", "states"),
         help="run only this mode (repeatable)",
     )
     parser.add_argument(

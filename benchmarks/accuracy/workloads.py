@@ -82,6 +82,7 @@ class Recorder:
     checkpoints: list[tuple[float, int, float]] = field(default_factory=list)  # t, iterations, cpu
     iterations: int = 0
     next_checkpoint: float = 0.0
+    native_id: int = 0  # Linux thread id: what the uprobe truth (uprobe_truth.py) is keyed by
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +92,7 @@ class Recorder:
             "nap_kind": self.nap_kind,
             "calls": self.calls,
             "checkpoints": self.checkpoints,
+            "native_id": self.native_id,
         }
 
 
@@ -291,8 +293,9 @@ def run_target(name: str, max_seconds: float) -> dict[str, Any]:
         for rec, (_, body) in zip(recorders, WORKLOADS[name], strict=True)
     ]
     started = time.perf_counter()
-    for thread in threads:
+    for thread, rec in zip(threads, recorders, strict=True):
         thread.start()
+        rec.native_id = thread.native_id or 0
     print(f"ready {os.getpid()}", flush=True)
     # Idle in select until the runner closes stdin: no wake-ups that would take the GIL.
     select.select([sys.stdin], [], [], max_seconds)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import pickle
 import queue
 import threading
@@ -31,6 +32,36 @@ from .simulation import VOCAB_SIZE, SimulatedStream, StreamEvent, TokenizedReque
 
 # Payloads up to this size are unpickled on every rank: the stop marker is ~20 bytes.
 CONTROL_BYTES = 1024
+# --slow-flag: how often the flag file is looked for, and how much extra host work a step
+# does while it exists: 2x the executor CPU of a normal step (an average taken while the flag
+# is absent, so longer steps fetching more requests do not feed back), 3x heavier in all.
+SLOW_FLAG_POLL_S = 0.5
+SLOW_FACTOR = 2.0
+
+
+def injected_slow_phase(seconds: float) -> None:
+    """Pure-Python busy work holding the GIL for `seconds` of thread CPU (--slow-flag)."""
+    until = time.thread_time() + seconds
+    spins = 0
+    while time.thread_time() < until:
+        spins += sum(range(200))
+
+
+class SlowFlag:
+    """Whether --slow-flag's file exists, looked up at most every SLOW_FLAG_POLL_S."""
+
+    def __init__(self, path: str | None) -> None:
+        self._path = path
+        self._checked_at = 0.0
+        self._present = False
+
+    def present(self, now: float) -> bool:
+        if self._path is None:
+            return False
+        if now - self._checked_at >= SLOW_FLAG_POLL_S:
+            self._checked_at = now
+            self._present = os.path.exists(self._path)
+        return self._present
 
 
 @dataclass
@@ -105,6 +136,7 @@ class PyExecutor:
         self.window = Window()
         self.wall_seconds = 0.0
         self.error: BaseException | None = None
+        self._slow_flag = SlowFlag(getattr(options, "slow_flag", None))
         self.thread = threading.Thread(target=self._run, name="executor-loop", daemon=True)
 
     def _run(self) -> None:
@@ -127,8 +159,17 @@ class PyExecutor:
         steps: list[Step] = []
         prev_top = 0.0
         index = 0
+        step_cpu = time.thread_time()
+        normal_step_cpu = 0.0  # moving average of a step's executor CPU without the flag
         while True:
             top = time.perf_counter()
+            if self._slow_flag.present(top):
+                injected_slow_phase(SLOW_FACTOR * normal_step_cpu)
+                top = time.perf_counter()
+            elif index:
+                cpu = time.thread_time() - step_cpu
+                normal_step_cpu = cpu if index == 1 else 0.9 * normal_step_cpu + 0.1 * cpu
+            step_cpu = time.thread_time()
             if steps:
                 self._stream.record(steps[-1].end)
                 self._log_step(steps, (top - prev_top) * 1e3)

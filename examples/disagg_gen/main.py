@@ -138,6 +138,12 @@ OPTIONS: tuple[tuple[str, type, Any, str], ...] = (
     ("--worker-nice", int, 10, "niceness added on ranks other than 0"),
     ("--log-file", str, None, "iteration log destination (default: stdout)"),
     ("--ground-truth", str, None, "rank 0 writes its measured thread CPU here (JSON)"),
+    (
+        "--slow-flag",
+        str,
+        None,
+        "while this file exists, each step's host work is 3x heavier (injected_slow_phase)",
+    ),
 )
 
 

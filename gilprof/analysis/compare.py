@@ -10,14 +10,15 @@ Welch t interval. Step-time medians use a moving-block bootstrap for the same re
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.analysis.empty import refuse_empty
+from gilprof.analysis.per_step import CostComparison
 from gilprof.analysis.table import Series, WindowTable, build_table
 from gilprof.errors import UsageError
-from gilprof.model import Mode, is_wrapper_frame
+from gilprof.model import Mode, function_name_matches, is_wrapper_frame
 from gilprof.profile import Profile
 from gilprof.stats import Difference, batch_windows, median_difference_ci, ratio_difference_ci
 from gilprof.steps import RankSteps
@@ -37,6 +38,11 @@ class ShareChange:
     self_before: float
     self_after: float
     verdict: str
+    # With step logs: the function's cost to the loop per unit of work (ms per step or per
+    # request, gilprof.analysis.per_step); `verdict` is then judged on it, and
+    # `share_verdict` keeps what the share of wall time alone said.
+    cost: Difference | None = None
+    share_verdict: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,8 @@ class Comparison:
     watch: tuple[ShareChange, ...]
     steps: StepsChange | None
     batches: tuple[int, int]
+    costs: CostComparison | None = None  # per-unit costs to the loop (with step logs)
+    renames: tuple[tuple[str, str], ...] = ()
 
 
 def _is_pseudo(key: Key) -> bool:
@@ -93,21 +101,28 @@ class _Side:
     up; "<held>" rows carry each thread's held samples and "<gil>" all GIL-held samples.
     """
 
-    def __init__(self, profile: Profile, by_thread: bool, watch: Sequence[str], max_batches: int):
+    def __init__(
+        self,
+        profile: Profile,
+        by_thread: bool,
+        watch: Sequence[str],
+        max_batches: int,
+        renames: Mapping[str, str],
+    ):
         table = build_table(profile, by_thread=by_thread, watch=watch, series=True)
         assert table.total_series is not None and table.held_series is not None
         self._windows = len(table.windows)
         self._ticks = table.window_ticks()
         self._series: dict[Key, Series] = {}
         for (name, file, line, thread), row in table.total_series.items():
-            self._merge((name, os.path.basename(file), line, thread), row)
+            self._merge((renames.get(name, name), os.path.basename(file), line, thread), row)
         for label, row in table.held_series.items():
             self._merge(("<held>", "", 0, label), row)
         self._merge(("<gil>", "", 0, None), table.gil_series or {})
         self._watch = table.watch_series or {}
         self._self: dict[tuple[str, str, str | None], int] = {}
         for (name, file, _line, thread), count in table.self_.items():
-            key = (name, os.path.basename(file), thread)
+            key = (renames.get(name, name), os.path.basename(file), thread)
             self._self[key] = self._self.get(key, 0) + count
         self.total_ticks = table.ticks
         self.keys: set[Key] = set(self._series)
@@ -161,7 +176,14 @@ def compare_profiles(
     steps_before: RankSteps | None = None,
     steps_after: RankSteps | None = None,
     all_frames: bool = False,
+    renames: Mapping[str, str] | None = None,
+    costs: CostComparison | None = None,
 ) -> Comparison:
+    """Per-function share changes. `renames` maps an old function name to the new one so
+    a renamed hot spot is one row; with `costs` (per-unit costs to the loop, compare_costs
+    on the same renames) a function row is improved/regressed on its cost per unit of work,
+    not on its share of wall time, which also grows when the function simply ran more
+    because the job did more work."""
     if before.sampling.mode is not after.sampling.mode:
         raise UsageError(
             f"cannot compare a {before.sampling.mode}-mode profile with a "
@@ -172,8 +194,9 @@ def compare_profiles(
             raise UsageError(f"the {side} profile has no samples ({profile.label})")
         refuse_empty(profile, f"the {side} profile")
     watch_names = tuple(dict.fromkeys(watch))
-    b = _Side(before, by_thread, watch_names, max_batches)
-    a = _Side(after, by_thread, watch_names, max_batches)
+    renames = dict(renames or {})
+    b = _Side(before, by_thread, watch_names, max_batches, renames)
+    a = _Side(after, by_thread, watch_names, max_batches, renames)
 
     gil_mode = before.sampling.mode.knows_gil
     utilization = None
@@ -200,10 +223,17 @@ def compare_profiles(
     )
     if top is not None:
         functions = functions[:top]
+    if costs is not None:
+        functions = [_judged_on_cost(c, costs) for c in functions]
     watched = []
     for name in watch_names:
         diff = ratio_difference_ci(*b.watch_series(name), *a.watch_series(name), confidence)
-        watched.append(ShareChange(name, "", None, diff, 0.0, 0.0, verdict(diff)))
+        row = ShareChange(name, "", None, diff, 0.0, 0.0, verdict(diff))
+        watched.append(row if costs is None else _watched_on_cost(row, costs))
+    if costs is not None:  # a thread's held share grows when it does more work: not a verdict
+        threads = tuple(
+            replace(t, share_verdict=t.verdict, verdict=_SHARE_MOVED[t.verdict]) for t in threads
+        )
     steps = None
     if steps_before is not None and steps_after is not None:
         steps = compare_steps(steps_before, steps_after, confidence)
@@ -218,7 +248,32 @@ def compare_profiles(
         tuple(watched),
         steps,
         (b.batches, a.batches),
+        costs,
+        tuple(sorted(renames.items())),
     )
+
+
+_SHARE_MOVED = {IMPROVED: "share down", REGRESSED: "share up", UNCHANGED: UNCHANGED}
+
+
+def _watched_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:
+    """A watched name's cost: that of its costliest matching function (the outermost)."""
+    matches = [c for c in costs.changes.values() if function_name_matches(change.name, c.name)]
+    if not matches:
+        return replace(change, share_verdict=change.verdict, verdict=UNCHANGED)
+    found = max(matches, key=lambda c: max(c.per_step.before, c.per_step.after))
+    cost = found.in_unit(costs.unit)
+    return replace(change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost))
+
+
+def _judged_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:
+    """The row's verdict from its cost per unit of work (0 on a side where it never cost
+    the loop anything); the share's own verdict kept beside it."""
+    found = costs.find(change.name, change.file)
+    if found is None:
+        return replace(change, share_verdict=change.verdict, verdict=UNCHANGED)
+    cost = found.in_unit(costs.unit)
+    return replace(change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost))
 
 
 def compare_steps(before: RankSteps, after: RankSteps, confidence: float = 0.95) -> StepsChange:

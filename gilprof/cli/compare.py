@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from gilprof.analysis.compare import compare_profiles
+from gilprof.analysis.per_step import compare_costs, parse_renames, side_costs
 from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.waits import compare_waits
 from gilprof.cli._options import (
@@ -29,6 +30,22 @@ from gilprof.renderers import info
 @click.option("--steps-before", type=click.Path(), help="Iteration log of the before run.")
 @click.option("--steps-after", type=click.Path(), help="Iteration log of the after run.")
 @verdict_options
+@click.option(
+    "--rename",
+    "renames",
+    multiple=True,
+    metavar="OLD=NEW",
+    help="Function OLD in the before profile is NEW in the after one (repeatable): one row "
+    "per hot spot, e.g. --rename safe_broadcast_before=safe_broadcast.",
+)
+@click.option(
+    "--unit",
+    type=click.Choice(["step", "request"]),
+    default="step",
+    show_default=True,
+    help="With step logs: judge functions on their cost to the loop in ms per step, or per "
+    "scheduled request (the logs' num_scheduled_requests).",
+)
 @click.option("--by-thread", is_flag=True, help="Compare functions per thread.")
 @watch_options
 @top_option(30)
@@ -43,6 +60,8 @@ def command(
     steps_before: str | None,
     steps_after: str | None,
     verdict: VerdictChoice,
+    renames: tuple[str, ...],
+    unit: str,
     by_thread: bool,
     watch: tuple[str, ...],
     no_default_watch: bool,
@@ -66,7 +85,10 @@ def command(
     line up. Intervals come from batch means over sampling windows (samples close in time
     are correlated; a binomial interval would claim changes that are not there). A row is
     "improved"/"regressed" only when its interval excludes zero. With step logs, each side
-    also gets its host/device verdict from its loop thread (see `gilprof report --steps`).
+    also gets its host/device verdict from its loop thread (see `gilprof report --steps`),
+    and a function is judged on its cost to the loop per unit of work (ms per step, or per
+    request with --unit request), not on its share of wall time, which also grows when the
+    job simply did more work (docs/per-step.md).
     """
     info("compare", fmt)  # an unknown format fails before any file is read
     check_output(output)  # and so does an -o that cannot be written
@@ -77,6 +99,18 @@ def command(
     if steps_before and steps_after:
         sb, sa = verdict.steps(steps_before, b), verdict.steps(steps_after, b)
     watched = watch_list(recipe, watch, defaults=not no_default_watch)
+    renamed = parse_renames(renames)
+    verdicts: tuple[Verdict | None, Verdict | None] = (None, None)
+    costs = None
+    if sb is not None and sa is not None:
+        vb, va = verdict.judge(b, sb, recipe, watched), verdict.judge(a, sa, recipe, watched)
+        verdicts = (vb, va)
+        costs = compare_costs(
+            side_costs(b, vb.loop.thread.tid, sb, renamed),
+            side_costs(a, va.loop.thread.tid, sa, renamed),
+            confidence,
+            unit,
+        )
     comparison = compare_profiles(
         b,
         a,
@@ -87,12 +121,9 @@ def command(
         confidence=confidence,
         steps_before=sb,
         steps_after=sa,
+        renames=renamed,
+        costs=costs,
     )
-    verdicts: tuple[Verdict | None, Verdict | None] = (None, None)
-    if sb is not None and sa is not None:
-        verdicts = tuple(  # type: ignore[assignment]  # exactly two, one per side
-            verdict.judge(p, s, recipe, watched) for p, s in ((b, sb), (a, sa))
-        )
     waits = compare_waits(b, a, confidence=confidence) if fmt != "html" else None
     emit(
         "compare",

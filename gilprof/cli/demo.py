@@ -77,6 +77,9 @@ def command(
         nl=False,
     )
     click.echo("")
+    click.echo("Milliseconds per step: predicted from the before profile, then measured")
+    click.echo(result.check)
+    click.echo("")
     click.echo(result.summary)
     click.echo(f"\nwrote, in {folder.resolve()}:")
     for path in (

@@ -18,13 +18,16 @@ from pathlib import Path
 
 from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.analysis.compare import Comparison, compare_profiles
+from gilprof.analysis.per_step import compare_costs, side_costs
 from gilprof.analysis.verdict import Verdict
+from gilprof.analysis.what_if import Prediction, parse_specs, predict
 from gilprof.cli._verdict import VerdictChoice
 from gilprof.errors import TargetError, UsageError
 from gilprof.model import Mode
 from gilprof.profile import Profile, check_folder, write_text_atomic
 from gilprof.profile.files import cannot_write
 from gilprof.recipes import load_recipe
+from gilprof.reference import fixes
 from gilprof.renderers import render
 from gilprof.renderers.compare import demo_summary
 from gilprof.sampling.backends import SamplerSettings, get_backend
@@ -33,7 +36,7 @@ from gilprof.sampling.discover import Selection
 from gilprof.sampling.launch import LaunchedJob
 from gilprof.sampling.processes import find_binary
 from gilprof.sampling.session import SessionOptions, run_session
-from gilprof.steps import summarize_logs
+from gilprof.steps import RankSteps, summarize_logs
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class DemoResult:
     report_path: Path
     verdicts: tuple[Verdict, Verdict]
     summary: str  # the plain-language opening of report.md
+    prediction: Prediction  # the host step after the fixes, predicted from the before side
+    measured_after_ms: float  # the after side's mean host step
+    check: str  # predicted vs measured, and both verdicts with their shares
 
 
 def example_server() -> Path:
@@ -175,6 +181,19 @@ def run_demo(
     assert steps_b is not None and steps_a is not None  # summarize_logs raised otherwise
     recipe = load_recipe("disagg-gen-example")
     watch = DEFAULT_WATCH + recipe.watch_names()
+    judge = VerdictChoice(skip_warmup=warmup_iterations).judge
+    verdicts = (
+        judge(before.profile, steps_b, recipe, watch),
+        judge(after.profile, steps_a, recipe, watch),
+    )
+    # From the before side alone: what the reference fixes take out of the loop.
+    prediction = predict(
+        before.profile, verdicts[0], steps_b, parse_specs(fixes.removed_by_fix())
+    )
+    costs = compare_costs(
+        side_costs(before.profile, verdicts[0].loop.thread.tid, steps_b, fixes.RENAMES),
+        side_costs(after.profile, verdicts[1].loop.thread.tid, steps_a, fixes.RENAMES),
+    )
     comparison = compare_profiles(
         before.profile,
         after.profile,
@@ -182,12 +201,10 @@ def run_demo(
         steps_after=steps_a,
         by_thread=False,
         watch=watch,
+        renames=fixes.RENAMES,
+        costs=costs,
     )
-    judge = VerdictChoice(skip_warmup=warmup_iterations).judge
-    verdicts = (
-        judge(before.profile, steps_b, recipe, watch),
-        judge(after.profile, steps_a, recipe, watch),
-    )
+    check = prediction_check(prediction, steps_b, steps_a, verdicts)
     summary = demo_summary(
         comparison,
         verdicts,
@@ -197,7 +214,13 @@ def run_demo(
     )
     report_path = settings.output_dir / "report.md"
     write_text_atomic(
-        report_path, summary + "\n" + render("compare", "markdown", comparison, verdicts=verdicts)
+        report_path,
+        "## Milliseconds per step\n\n"
+        + "\n".join(f"    {line}" for line in check.splitlines())
+        + "\n\n"
+        + summary
+        + "\n"
+        + render("compare", "markdown", comparison, verdicts=verdicts),
     )
     from gilprof.analysis.attribution import attribute  # the pictures: report.html, diff.html
     from gilprof.renderers.report import ReportData
@@ -220,4 +243,53 @@ def run_demo(
             steps=(steps_b, steps_a),
         ),
     )
-    return DemoResult((before, after), comparison, report_path, verdicts, summary)
+    return DemoResult(
+        (before, after),
+        comparison,
+        report_path,
+        verdicts,
+        summary,
+        prediction,
+        steps_a.host_step_ms.mean,
+        check,
+    )
+
+
+def _verdict_evidence(side: str, v: Verdict) -> str:
+    loop = v.loop
+    parts = [f"busy on the host {loop.busy.value:.0%}"]
+    if loop.gil_wait is not None:
+        parts.append(
+            f"(held {loop.held:.0%}, waiting for the GIL {loop.gil_wait:.0%}, "
+            f"native {loop.native or 0:.0%})"
+        )
+    if loop.device_wait is not None:
+        parts.append(f"waiting for the device {loop.device_wait.value:.0%}")
+    return f"{side:7s} {v.bound}-bound: loop thread {loop.thread.name} " + " ".join(parts)
+
+
+def prediction_check(
+    prediction: Prediction, before: RankSteps, after: RankSteps, verdicts: tuple[Verdict, Verdict]
+) -> str:
+    """Predicted (from the before profile) vs measured host step, and both verdicts."""
+    measured = after.host_step_ms.mean
+    saving_measured = before.host_step_ms.mean - measured
+    saving = prediction.step_saving_ms
+    error = (
+        f"{100 * (saving.value - saving_measured) / saving_measured:+.0f}%"
+        if saving_measured
+        else "n/a"
+    )
+    low, high = saving.low, saving.high
+    return "\n".join(
+        [
+            f"host step, mean    before {before.host_step_ms.mean:.1f} ms",
+            f"  predicted after  {prediction.step_after_ms.value:.1f} ms "
+            f"(saving {saving.value:.1f} ms, 95% CI {low:.1f}-{high:.1f}; from the before "
+            f"profile alone, removing {', '.join(prediction.removed)})",
+            f"  measured after   {measured:.1f} ms (saving {saving_measured:.1f} ms); "
+            f"prediction error {error} of the saving",
+            _verdict_evidence("before", verdicts[0]),
+            _verdict_evidence("after", verdicts[1]),
+        ]
+    )

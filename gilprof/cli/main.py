@@ -20,6 +20,7 @@ COMMANDS = {
     "exec": "exec_",
     "report": "report",
     "top": "top",
+    "watch": "watch",
     "merge": "merge",
     "steps": "steps",
     "compare": "compare",

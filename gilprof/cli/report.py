@@ -7,7 +7,9 @@ import click
 from gilprof.analysis.attribution import attribute
 from gilprof.analysis.contention import analyze, has_spans
 from gilprof.analysis.empty import why_empty
+from gilprof.analysis.per_step import loop_costs
 from gilprof.analysis.ranks import compare_ranks
+from gilprof.analysis.what_if import Prediction, parse_specs, predict, savings_table
 from gilprof.cli._options import (
     all_frames_option,
     format_option,
@@ -34,6 +36,14 @@ from gilprof.renderers.report import ReportData
     "--steps", "steps_log", type=click.Path(), help="Iteration log: adds the host/device verdict."
 )
 @verdict_options
+@click.option(
+    "--what-if",
+    "what_if",
+    multiple=True,
+    metavar="FUNC[,FUNC]",
+    help="With --steps: the predicted host step if these functions' cost left the loop "
+    "(FUNC:LINE for one call site in FUNC; repeatable; docs/per-step.md).",
+)
 @click.option("--by-thread", is_flag=True, help="Attribute functions per thread.")
 @click.option("--thread", "thread_pattern", help="Only threads whose name matches this regex.")
 @click.option("--lines", is_flag=True, help="Break functions down by line.")
@@ -53,6 +63,7 @@ def command(
     all_frames: bool,
     steps_log: str | None,
     verdict: VerdictChoice,
+    what_if: tuple[str, ...],
     by_thread: bool,
     thread_pattern: str | None,
     lines: bool,
@@ -77,6 +88,10 @@ def command(
     \b
     total share: fraction of ticks at which the GIL holder had the function on its stack;
     self share: ... had it on top; seconds = share x sampled duration.
+
+    \b
+    With --steps, each function's cost to the loop in ms per step leads, with what removing
+    each would save (--what-if FUNC for chosen ones: the predicted host step after).
 
     \b
     With --steps, the report leads with the verdict: host-bound, device-bound, mixed or
@@ -109,8 +124,18 @@ def command(
     # every thread's state was recorded: waits and blame are part of the answer
     contention = contention or has_spans(loaded)
     judged = None
+    costs = None
+    savings: tuple[Prediction, ...] = ()
+    predicted = None
+    if what_if and not steps_log:
+        raise UsageError("--what-if needs --steps LOG: savings are in ms per step")
     if steps_log:
-        judged = verdict.judge(loaded, verdict.steps(steps_log, loaded), recipe, watched)
+        steps = verdict.steps(steps_log, loaded)
+        judged = verdict.judge(loaded, steps, recipe, watched)
+        costs = loop_costs(loaded, judged.loop.thread.tid, steps, all_frames=all_frames)
+        savings = savings_table(loaded, judged, steps, costs)
+        if what_if:
+            predicted = predict(loaded, judged, steps, parse_specs(what_if))
     attribution = attribute(
         loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern, watch=watched
     )
@@ -124,5 +149,8 @@ def command(
         verdict=judged,
         top=top,
         all_frames=all_frames,
+        costs=costs,
+        savings=savings,
+        what_if=predicted,
     )
     emit("report", fmt, output, data)

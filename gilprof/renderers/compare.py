@@ -10,7 +10,14 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from gilprof.analysis.compare import IMPROVED, REGRESSED, Comparison, ShareChange, StepsChange
+from gilprof.analysis.compare import (
+    IMPROVED,
+    REGRESSED,
+    UNCHANGED,
+    Comparison,
+    ShareChange,
+    StepsChange,
+)
 from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.waits import WaitComparison
 from gilprof.renderers import register
@@ -49,7 +56,50 @@ def _row_dict(c: ShareChange) -> dict[str, Any]:
         "self_share_before": c.self_before,
         "self_share_after": c.self_after,
         "verdict": c.verdict,
+        "cost_ms": _diff_dict(c.cost) if c.cost else None,
+        "share_verdict": c.share_verdict,
     }
+
+
+def unit_label(c: Comparison) -> str | None:
+    """The headline's unit: what improved/regressed was judged on."""
+    if c.costs is None:
+        return None
+    unit = "ms per request" if c.costs.unit == "request" else "ms per step"
+    loop = c.costs.threads[0]
+    return (
+        f"improved/regressed judged on each function's cost to the loop thread ({loop}) in "
+        f"{unit}: its own time plus the loop's GIL wait blamed on it, per unit of work; the "
+        "share of wall time is shown beside (a share grows when more work was done)"
+    )
+
+
+def cost_cells(d: Difference) -> list[str]:
+    ci = "n/a" if not math.isfinite(d.low) else f"[{d.low:+.2f}, {d.high:+.2f}]"
+    return [f"{d.before:.2f}", f"{d.after:.2f}", f"{d.delta:+.2f}", ci]
+
+
+def _cost_table(title: str, rows: list[ShareChange], unit: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("function")
+    for name in (f"ms/{unit} before", "after", "change", "95% CI (ms)", "verdict"):
+        table.add_column(name, justify="left" if name == "verdict" else "right")
+    for name in ("share before", "after", "change (pp)"):
+        table.add_column(name, justify="right")
+    for row in rows:
+        label = row.name + (f" ({row.file})" if row.file else "")
+        cost = row.cost
+        cells = cost_cells(cost) if cost else ["0", "0", "", ""]
+        share = share_cells(row.total)
+        table.add_row(
+            label,
+            *cells,
+            Text(row.verdict, style=_STYLE.get(row.verdict, "")),
+            share[0],
+            share[1],
+            share[2].removesuffix(" pp"),
+        )
+    return table
 
 
 Verdicts = tuple["Verdict | None", "Verdict | None"]
@@ -89,6 +139,8 @@ def comparison_dict(c: Comparison, verdicts: Verdicts = (None, None)) -> dict[st
             for w in c.watch
         ],
         "steps": _steps_dict(c.steps, verdicts) if c.steps else None,
+        "cost_unit": c.costs.unit if c.costs else None,
+        "renames": dict(c.renames),
     }
 
 
@@ -142,9 +194,18 @@ def _share_table(title: str, rows: list[ShareChange], first: str) -> Table:
             + (f" [{row.thread}]" if row.thread and first == "function" else "")
         )
         table.add_row(
-            label, *share_cells(row.total), Text(row.verdict, style=_STYLE.get(row.verdict, ""))
+            label,
+            *share_cells(row.total),
+            Text(_verdict_text(row), style=_STYLE.get(row.verdict, "")),
         )
     return table
+
+
+def _verdict_text(row: ShareChange) -> str:
+    """The verdict, with the cost per unit of work it was judged on when there is one."""
+    if row.cost is None:
+        return row.verdict
+    return f"{row.verdict} ({row.cost.before:.1f} -> {row.cost.after:.1f} ms)"
 
 
 def steps_verdict_line(s: StepsChange, verdicts: Verdicts = (None, None)) -> str:
@@ -205,8 +266,32 @@ def render_table(
         out += [table, Text(steps_verdict_line(s, verdicts))]
     if waits is not None:
         out += waits_tables(waits)
-    out.append(_share_table("Functions (total share)", list(c.functions), "function"))
+    headline = unit_label(c)
+    if headline and c.costs:
+        unit = c.costs.unit
+        out.append(Text(headline))
+        out.append(_cost_table(f"Functions (cost to the loop, ms per {unit})", list(c.functions), unit))
+    else:
+        out.append(_share_table("Functions (total share)", list(c.functions), "function"))
+    if c.renames:
+        out.append(Text("renamed: " + ", ".join(f"{a} -> {b}" for a, b in c.renames)))
     return to_text(out, color=color, width=width)
+
+
+def _md_cost_rows(rows: list[ShareChange], unit: str) -> list[str]:
+    lines = [
+        f"| | ms/{unit} before | after | change | 95% CI (ms) | verdict | share before | after |",
+        "|---|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in rows:
+        label = f"`{r.name}`" + (f" ({os.path.basename(r.file)})" if r.file else "")
+        mark = {IMPROVED: "✅ ", REGRESSED: "❌ "}.get(r.verdict, "")
+        cells = cost_cells(r.cost) if r.cost else ["0", "0", "", ""]
+        share = share_cells(r.total)
+        lines.append(
+            f"| {label} | " + " | ".join(cells) + f" | {mark}{r.verdict} | {share[0]} | {share[1]} |"
+        )
+    return lines
 
 
 def _md_rows(rows: list[ShareChange]) -> list[str]:
@@ -220,8 +305,15 @@ def _md_rows(rows: list[ShareChange]) -> list[str]:
             + (f" ({os.path.basename(r.file)})" if r.file else "")
             + (f" [{r.thread}]" if r.thread and r.thread != r.name else "")
         )
+        if r.share_verdict is not None and r.cost is None and r.file:
+            # a function row judged on its cost per unit of work (the table above), not here
+            shown = {IMPROVED: "share down", REGRESSED: "share up"}.get(r.share_verdict, UNCHANGED)
+            lines.append(f"| {label} | " + " | ".join(share_cells(r.total)) + f" | {shown} |")
+            continue
         mark = {IMPROVED: "✅ ", REGRESSED: "❌ "}.get(r.verdict, "")
-        lines.append(f"| {label} | " + " | ".join(share_cells(r.total)) + f" | {mark}{r.verdict} |")
+        lines.append(
+            f"| {label} | " + " | ".join(share_cells(r.total)) + f" | {mark}{_verdict_text(r)} |"
+        )
     return lines
 
 
@@ -257,8 +349,18 @@ def render_markdown(
     lines += ["**Threads**", "", *_md_rows(list(c.threads)), ""]
     if waits is not None:
         lines += waits_markdown(waits)
+    headline = unit_label(c)
+    if headline and c.costs:
+        lines += [
+            f"**Functions, cost to the loop in ms per {c.costs.unit}** ({headline})",
+            "",
+            *_md_cost_rows(list(c.functions), c.costs.unit),
+            "",
+        ]
+        if c.renames:
+            lines += ["renamed: " + ", ".join(f"`{a}` -> `{b}`" for a, b in c.renames), ""]
     lines += [
-        "<details><summary>Functions</summary>",
+        "<details><summary>Functions (share of wall time)</summary>",
         "",
         *_md_rows(list(c.functions)),
         "",

@@ -12,10 +12,12 @@ from rich.text import Text
 from gilprof.analysis.attribution import Attribution, FunctionShare
 from gilprof.analysis.contention import Contention
 from gilprof.analysis.empty import why_empty
+from gilprof.analysis.per_step import LoopCosts
 from gilprof.analysis.verdict import Verdict
+from gilprof.analysis.what_if import Prediction
 from gilprof.model import is_wrapper_frame
 from gilprof.profile import Profile
-from gilprof.renderers import register
+from gilprof.renderers import per_step, register
 from gilprof.renderers._rich import pct, to_text
 
 REPORT_SCHEMA = "gilprof.report/1"
@@ -33,6 +35,10 @@ class ReportData:
     verdict: Verdict | None = None
     top: int | None = 20  # function rows in table and markdown (json keeps every function)
     all_frames: bool = False  # keep thread-bootstrap and module-entry frames in the top list
+    # with --steps: each function's cost to the loop per step, and what removing it saves
+    costs: LoopCosts | None = None
+    savings: tuple[Prediction, ...] = ()
+    what_if: Prediction | None = None
 
 
 def shown_functions(data: ReportData) -> list[FunctionShare]:
@@ -119,6 +125,11 @@ def report_dict(data: ReportData) -> dict[str, Any]:
             for w in a.watch
         ],
         **({"verdict": data.verdict.to_json()} if data.verdict is not None else {}),
+        **(
+            {"per_step": per_step.costs_dict(data.costs, data.savings, data.what_if)}
+            if data.costs is not None
+            else {}
+        ),
         "warnings": [w for w in (why_empty(p),) if w],
     }
 
@@ -269,6 +280,8 @@ def render_table(
         Text(line, style="bold" if i == 0 else "")
         for i, line in enumerate(verdict_lines(data.verdict))
     ]
+    if data.costs is not None:  # ms per step leads: the unit a decision is made in
+        out += per_step.tables(data.costs, data.savings, data.what_if, data.top)
     out += [Text(line) for line in _header_lines(p, a)]
     if gil_mode:
         out.append(
@@ -377,6 +390,8 @@ def render_markdown(data: ReportData, **_: Any) -> str:
         f"**{line}**" if i == 0 else f"- {line}"
         for i, line in enumerate(verdict_lines(data.verdict))
     ]
+    if data.costs is not None:
+        lines += ["", *per_step.markdown(data.costs, data.savings, data.what_if, data.top)]
     lines += [f"- {line}" for line in _header_lines(p, a)]
     if gil_mode:
         lines.append(f"- GIL utilization: **{pct(a.utilization)}**")

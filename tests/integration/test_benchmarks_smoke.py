@@ -15,7 +15,7 @@ from .conftest import ROOT, require_tool
 
 pytestmark = pytest.mark.integration
 BENCHMARKS = ROOT / "benchmarks"
-SAMPLED = ("100nb", "100b", "1000nb", "1000b")
+SAMPLED = ("100st", "100nb", "100b", "1000nb", "1000b")
 
 
 def run_quick(spawn, script: str, timeout: float) -> dict:

@@ -100,10 +100,13 @@ def test_demo_report_opens_with_a_plain_language_summary(demo_run):
 
 
 def _readme_gate_commands() -> list[list[str]]:
-    """The gate commands the README shows: the CI example and the typical session's."""
+    """The gate commands the docs show: the CI example (docs/ci.md) and the README's session."""
+    ci = re.search(
+        r"gilprof gate after\.json --steps after\.log(?:[^\n]*\\\n)+[^\n]*",
+        (ROOT / "docs" / "ci.md").read_text(),
+    )
+    assert ci, "docs/ci.md's CI gate example moved"
     text = (ROOT / "README.md").read_text()
-    ci = re.search(r"gilprof gate after\.json --steps after\.log(?:[^\n]*\\\n)+[^\n]*", text)
-    assert ci, "the README's CI gate example moved"
     session = re.search(
         r"^ *(gilprof gate after\.json --steps after\.log --max-share [^\n#]*)", text, re.MULTILINE
     )

@@ -1,6 +1,6 @@
 """The pictures, looked at in a real headless Chromium: names in the DOM, zoom, search, hover.
 
-One test samples a real target (py-spy, contention mode) and drives the page with mouse and
+One test samples a real target (py-spy and the thread-state reader: the default mode) and drives the page with mouse and
 keyboard events over the DevTools protocol; the others render hand-made profiles through the
 CLI and read the DOM after the scripts ran (--dump-dom), with state given in the URL fragment.
 """
@@ -46,7 +46,7 @@ def test_report_page_of_a_real_capture_zooms_searches_and_names_the_holder(spawn
         spawn, [sys.executable, GIL_WORKLOAD, "--duration", "9", "--truth", truth], 1.0
     )
     profile = tmp_path / "c.json"
-    output_of(attach(spawn, target.pid, profile, "--mode", "contention", "-d", "3"))
+    output_of(attach(spawn, target.pid, profile, "-d", "3"))  # the default: states mode
     page = tmp_path / "report.html"
     gilprof_stdout(spawn, "report", str(profile), "--format", "html", "-o", str(page))
     assert page.stat().st_size < 1_000_000
@@ -58,6 +58,10 @@ def test_report_page_of_a_real_capture_zooms_searches_and_names_the_holder(spawn
             "[...document.querySelectorAll('#timeline .lane-name')].map(e => e.textContent)"
         )
         assert {"executor-loop", "ingress"} <= set(lanes)
+        help_text = dt.eval("document.querySelector('#timeline-section p.help').textContent")
+        assert "(per tick)" in help_text  # the reader's states, tick by tick, without pausing
+        legend = dt.eval("document.querySelector('#timeline-section .legend').textContent")
+        assert "waiting" in legend and "held" in legend
         whole = dt.eval("document.getElementById('timeline').dataset.range")
         dt.click("#timeline .lane canvas")
         a, b = map(float, dt.eval("document.getElementById('timeline').dataset.range").split("-"))

@@ -47,6 +47,28 @@ def _rows(changes: Sequence[ShareChange], with_file: bool, first: str = "functio
     return table(head, rows, "changes")
 
 
+def _cost_rows(changes: Sequence[ShareChange]) -> str:
+    rows = []
+    for c in changes:
+        d = c.cost
+        cls = _ROW_CLASS.get(c.verdict, "")
+        ci = "" if d is None or not math.isfinite(d.low) else f"[{d.low:+.2f}, {d.high:+.2f}]"
+        rows.append(
+            [
+                f'<code class="{cls}">{esc(c.name)}</code>',
+                esc(c.file),
+                f"{d.before:.2f}" if d else "0",
+                f"{d.after:.2f}" if d else "0",
+                f"{d.delta:+.2f}" if d else "",
+                ci,
+                esc(c.verdict),
+                esc(c.share_verdict or ""),
+            ]
+        )
+    head = ["function", "file", "ms before", "ms after", "change", "CI", "verdict", "share alone"]
+    return table(head, rows, "costs")
+
+
 def _ms(d: Difference) -> str:
     ci = "n/a" if not math.isfinite(d.low) else f"[{d.low:+.1f}, {d.high:+.1f}]"
     return f"{d.before:.1f} → {d.after:.1f} ms ({d.delta:+.1f} ms, CI {ci})"
@@ -165,6 +187,15 @@ def render_html(
         )
     else:
         notes.append("no diff flame graph: the page was rendered without the two profiles.")
+    if c.costs is not None:
+        body.append(
+            f'<section id="costs-section"><h2>Cost to the loop, ms per {esc(c.costs.unit)}</h2>'
+            f'<p class="help">Judged on this: the loop thread ({esc(c.costs.threads[0])})\'s own '
+            "time in the function plus its GIL wait while another thread held the GIL in it, "
+            "per unit of work. A share of wall time also grows when more work was done.</p>"
+            + _cost_rows(c.functions)
+            + "</section>"
+        )
     body.append(
         '<section id="functions-section"><h2>Changes per function (total share)</h2>'
         + _rows(c.functions, True)

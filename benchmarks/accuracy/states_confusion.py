@@ -1,0 +1,124 @@
+"""Each reading of gilprof's thread-state reader next to the kernel's truth at that instant.
+
+    python benchmarks/accuracy/states_confusion.py                    # loop_ingress, 5 s
+    python benchmarks/accuracy/states_confusion.py --workload spin2 --hogs 2
+    python benchmarks/accuracy/states_confusion.py --python /root/.pyenv/versions/3.13.0/bin/python3
+
+Runs the reader (gilprof.sampling.threadstate.StateReader.tick) in this process at ~200 Hz
+on a target while uprobes on take_gil/drop_gil (benchmarks/uprobe_truth.py) record the
+target's GIL history, then counts, per thread, the reader's state (held / waiting / native /
+idle) against the true state when the tick began and when it ended (held: between a
+take_gil return and the next drop_gil entry; waiting: inside take_gil or drop_gil; asleep:
+neither, and blocked in the kernel (sched_switch out not runnable, until sched_wakeup);
+running: neither, on a CPU or runnable). A reading that matches the truth at neither end is a misreading, not a race.
+The reader's errors are the off-diagonal cells; where they come from is the question this
+answers (docs/accuracy.md, "states mode against the kernel's truth").
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+import _common  # noqa: E402
+
+_common.ensure_gilprof_importable()
+
+import uprobe_truth  # noqa: E402
+from accuracy_sample import hogs  # noqa: E402
+
+from gilprof.sampling.threadstate.reader import Recording, StateReader  # noqa: E402
+
+LOOP_INGRESS = HERE.parents[1] / "tests" / "integration" / "workloads" / "loop_ingress.py"
+
+
+def truth_state(events: list[uprobe_truth.Event], times: list[float], t: float) -> str:
+    i = bisect.bisect_right(times, t)
+    if i == 0:
+        return uprobe_truth._BEFORE[events[0].kind] if events else "?"
+    return uprobe_truth._AFTER[events[i - 1].kind]
+
+
+def run(python: str, workload: str, seconds: float, hog_count: int) -> None:
+    if workload == "loop_ingress":
+        cmd = [python, str(LOOP_INGRESS), "--seconds", str(seconds + 60)]
+    else:
+        cmd = [python, str(HERE / "workloads.py"), workload, "--max-seconds", str(seconds + 60)]
+    with hogs(hog_count):
+        target = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert target.stdout is not None
+            target.stdout.readline()
+            time.sleep(0.5)
+            reader = StateReader.open(target.pid, 200)
+            ticks: list[tuple[float, float, dict[int, str]]] = []
+            with uprobe_truth.GilTrace(target.pid, sched=True) as trace:
+                out = Recording()
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    t0 = time.monotonic()
+                    readings = reader.tick(t0, out)
+                    t1 = time.monotonic()
+                    tids = {p.profile_id: tid for tid, p in reader.threads.items()}
+                    ticks.append(
+                        (t0, t1, {tids.get(k, k): v[0].value for k, v in readings.items()})
+                    )
+                    time.sleep(0.005 * random.uniform(0.5, 1.5))
+            reader.close()
+        finally:
+            target.kill()
+            target.wait(timeout=10)
+    by_thread: dict[int, list[uprobe_truth.Event]] = {}
+    sched: dict[int, list[uprobe_truth.Event]] = {}
+    for e in trace.events:
+        (by_thread if e.kind in uprobe_truth._AFTER else sched).setdefault(e.tid, []).append(e)
+    first, last = trace.events[0].t, trace.events[-1].t
+    asleep = {tid: uprobe_truth._asleep(evs, first, last) for tid, evs in sched.items()}
+    times = {tid: [e.t for e in evs] for tid, evs in by_thread.items()}
+
+    def state_at(tid: int, t: float) -> str:
+        state = truth_state(by_thread.get(tid, []), times.get(tid, []), t)
+        if state != uprobe_truth.OUTSIDE:
+            return state
+        spans = asleep.get(tid, [])
+        i = bisect.bisect_right([a for a, _ in spans], t) - 1
+        return "asleep" if i >= 0 and spans[i][1] > t else "running"
+
+    cells: dict[tuple[int, str, str], int] = {}
+    for t0, t1, states in ticks:
+        for tid, state in states.items():
+            a, b = state_at(tid, t0), state_at(tid, t1)
+            truth = a if a == b else f"{a}->{b}"
+            cells[tid, state, truth] = cells.get((tid, state, truth), 0) + 1
+    print(f"{len(ticks)} ticks, {len(trace.events)} GIL events, lost {trace.lost}")
+    for tid in sorted({c[0] for c in cells}):
+        total = sum(n for (t, _, _), n in cells.items() if t == tid)
+        print(f"thread {tid}: {total} readings")
+        for (t, state, truth), n in sorted(cells.items(), key=lambda kv: -kv[1]):
+            if t == tid:
+                print(f"  reader {state:8} truth {truth:18} {n:6} {100 * n / total:5.1f}%")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--workload", default="loop_ingress")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--hogs", type=int, default=0)
+    args = parser.parse_args()
+    run(args.python, args.workload, args.seconds, args.hogs)
+    return 0
+
+
+if __name__ == "__main__":
+    threading.current_thread().name = "confusion"
+    raise SystemExit(main())

@@ -1,0 +1,234 @@
+"""What removing a function's cost from the step loop would save, predicted from one profile.
+
+The model (docs/per-step.md has it with its assumptions):
+
+- period P: the mean host step (the loop's top-to-top time);
+- the loop's host work H = P x (1 - its device-wait share); the device's time D;
+- under an overlap scheduler the step is max(H, D); a loop paced by the device (its
+  device-wait share's interval at or above 10%) has D = P;
+- removing FUNC takes its cost per step S (gilprof.analysis.per_step: the loop's own busy
+  time in it, plus the loop's GIL wait while another thread held the GIL in it) off H:
+  H' = H - S, and the predicted step is max(H', D). A host-paced loop's log cannot show D
+  (the device step is dragged up to the host step), so there the predicted step is H' and
+  the report says that it holds while D < H'.
+
+`FUNC:LINE` removes only the part of FUNC's cost spent at that line of FUNC (a call site):
+the state reader records functions, not lines, so the line's fraction comes from the py-spy
+samples of the loop thread (which carry lines), applied to FUNC's whole cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gilprof.analysis.loop import batch_share
+from gilprof.analysis.per_step import BUSY_STATES, LoopCosts, StepUnit, scale, walk_loop
+from gilprof.analysis.verdict import DEVICE_NEGLIGIBLE, Verdict
+from gilprof.errors import UsageError
+from gilprof.model import Frame, ThreadState
+from gilprof.profile import Profile
+from gilprof.stats import Estimate
+from gilprof.steps import RankSteps
+
+
+@dataclass(frozen=True)
+class RemovalSpec:
+    function: str
+    line: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> RemovalSpec:
+        name, sep, line = text.strip().rpartition(":")
+        if sep and line.isdigit() and name:
+            return cls(name, int(line))
+        if not text.strip():
+            raise UsageError("--what-if: an empty function name")
+        return cls(text.strip())
+
+    def __str__(self) -> str:
+        return self.function if self.line is None else f"{self.function}:{self.line}"
+
+
+def parse_specs(texts: Iterable[str]) -> tuple[RemovalSpec, ...]:
+    return tuple(RemovalSpec.parse(t) for text in texts for t in text.split(",") if t.strip())
+
+
+@dataclass(frozen=True)
+class Prediction:
+    removed: tuple[str, ...]
+    saving_ms: Estimate  # host work per step taken off the loop
+    period_ms: float  # mean host step before
+    host_work_ms: float  # H
+    host_after_ms: Estimate  # H - S
+    device_ms: float | None  # D: the period when device-paced; the log's mean otherwise
+    device_paced: bool
+    step_after_ms: Estimate  # max(H - S, D) (H - S when D is unknown)
+    step_saving_ms: Estimate  # P - step after
+    line_fractions: tuple[tuple[str, float], ...]  # FUNC:LINE specs: their line's fraction
+    note: str
+
+
+def _callee(frames: Sequence[Frame], function: str) -> tuple[bool, str | None, int]:
+    """Whether `function` is on the stack; the Python function its innermost frame calls
+    (None: it runs itself, or in C code it called); the line it is at."""
+    for i in range(len(frames) - 1, -1, -1):
+        if frames[i].matches(function):
+            child = next((f.name for f in frames[i + 1 :] if f.is_python), None)
+            return True, child, frames[i].line
+    return False, None, 0
+
+
+class _LineSplit:
+    """Which part of FUNC's time is spent at LINE, learned from the loop's py-spy samples
+    (they carry lines): per callee of FUNC, the fraction of its samples called from LINE;
+    for FUNC's own time, the fraction of its own samples at LINE."""
+
+    def __init__(self, profile: Profile, loop_tid: int, spec: RemovalSpec):
+        at_line: dict[str | None, float] = {}
+        total: dict[str | None, float] = {}
+        for window in profile.windows:
+            for index, count in window.counts.items():
+                if profile.stacks[index].tid != loop_tid:
+                    continue
+                found, child, line = _callee(profile.stack_frames(index), spec.function)
+                if found:
+                    total[child] = total.get(child, 0.0) + count
+                    if line == spec.line:
+                        at_line[child] = at_line.get(child, 0.0) + count
+        self._fractions = {c: at_line.get(c, 0.0) / n for c, n in total.items() if n}
+        everything = math.fsum(total.values())
+        self.fraction = math.fsum(at_line.values()) / everything if everything else 0.0
+
+    def part(self, child: str | None) -> float:
+        return self._fractions.get(child, 0.0)
+
+
+def predict(
+    profile: Profile,
+    verdict: Verdict,
+    steps: RankSteps,
+    specs: Sequence[RemovalSpec],
+) -> Prediction:
+    """The predicted host step after removing `specs`' cost from the loop (see the module)."""
+    if not specs:
+        raise UsageError("--what-if needs at least one function")
+    loop_tid = verdict.loop.thread.tid
+    splits = {spec: _LineSplit(profile, loop_tid, spec) for spec in specs if spec.line is not None}
+    match_cache: dict[int, float] = {}
+
+    def removed_part(stack: int) -> float:
+        """The fraction of this stack's time the removal takes away (0..1)."""
+        part = match_cache.get(stack)
+        if part is None:
+            frames = profile.stack_frames(stack)
+            part = 0.0
+            for spec in specs:
+                found, child, _line = _callee(frames, spec.function)
+                if found:
+                    split = splits.get(spec)
+                    part += 1.0 if split is None else split.part(child)
+            part = match_cache[stack] = min(1.0, part)
+        return part
+
+    saved: dict[int, float] = {}
+
+    def visit(w: int, dt: float, stack: int, holders: list[int]) -> None:
+        part = removed_part(stack)
+        if holders and profile.stacks[stack].state is ThreadState.WAITING:
+            part += math.fsum(removed_part(h) for h in holders) / len(holders)
+        if part > 0:
+            saved[w] = saved.get(w, 0.0) + dt * min(1.0, part)
+
+    wall = walk_loop(profile, loop_tid, visit)
+    usable = [i for i, seconds in enumerate(wall) if seconds > 0]
+    if not usable:
+        raise UsageError("the loop thread has no samples in the profile")
+    unit = StepUnit.of(steps)
+    period = unit.step_ms
+    saving = scale(batch_share([saved.get(i, 0.0) for i in usable], [wall[i] for i in usable]), period)
+    device_wait = verdict.loop.device_wait
+    wait_share = device_wait.value if device_wait is not None else 0.0
+    host_work = period * (1.0 - wait_share)
+    device_paced = device_wait is not None and device_wait.low >= DEVICE_NEGLIGIBLE
+    host_after = Estimate(
+        host_work - saving.value,
+        host_work - saving.high,
+        host_work - saving.low,
+        saving.stderr,
+        saving.dof,
+    )
+    if device_paced:
+        device: float | None = period
+        note = (
+            f"device-bound: the loop waits for the device {wait_share:.0%} of its time; host "
+            "savings will not shorten the step until the host work is longer than the device "
+            f"step ({period:.1f} ms)"
+        )
+    else:
+        device = steps.device_step_ms.mean if steps.device_step_ms else None
+        note = (
+            "host-bound: the step follows the host work; under an overlap scheduler it shrinks "
+            "to max(host after, device), and the device's own time is hidden while the host "
+            "paces the loop (the logged device step is dragged up to the host step)"
+        )
+    # The logged host step is the loop's period: P - S while the host paces the loop, and
+    # P while the device does (the loop waits longer for it).
+    step_after = Estimate(
+        period - saving.value, period - saving.high, period - saving.low, saving.stderr, saving.dof
+    )
+    if device_paced:
+        step_after = _floor(step_after, period)
+    step_saving = Estimate(
+        period - step_after.value,
+        period - step_after.high,
+        period - step_after.low,
+        step_after.stderr,
+        step_after.dof,
+    )
+    return Prediction(
+        tuple(str(s) for s in specs),
+        saving,
+        period,
+        host_work,
+        host_after,
+        device,
+        device_paced,
+        step_after,
+        step_saving,
+        tuple((str(s), split.fraction) for s, split in splits.items()),
+        note,
+    )
+
+
+def _floor(estimate: Estimate, floor: float) -> Estimate:
+    """max(estimate, floor), bound by bound."""
+    return Estimate(
+        max(estimate.value, floor),
+        max(estimate.low, floor),
+        max(estimate.high, floor),
+        estimate.stderr if estimate.value > floor else 0.0,
+        estimate.dof,
+    )
+
+
+def predict_each(
+    profile: Profile, verdict: Verdict, steps: RankSteps, functions: Sequence[str]
+) -> tuple[Prediction, ...]:
+    """One prediction per function: the table "what removing each function's cost would save"."""
+    return tuple(predict(profile, verdict, steps, (RemovalSpec(f),)) for f in functions)
+
+
+
+
+def savings_table(
+    profile: Profile, verdict: Verdict, steps: RankSteps, costs: LoopCosts, count: int = 8
+) -> tuple[Prediction, ...]:
+    """The costliest functions one by one, leaving out the loop's own frames (functions in
+    which the loop spends nearly all its time: removing them is removing the loop)."""
+    names = [c.name for c in costs.functions if c.share.value < WHOLE_LOOP][:count]
+    return predict_each(profile, verdict, steps, names)
+
+
+WHOLE_LOOP = 0.9

@@ -1,0 +1,100 @@
+"""The what-if prediction against the measurement, on a real sampled loop.
+
+tests/integration/workloads/what_if_loop.py runs a step loop whose `removable_work` can be
+switched off. From a states-mode profile of the loop with it on, `report --steps LOG
+--what-if removable_work` predicts the host step without it; then the test switches it off
+in the same process (--switch-file) and measures it, so both phases run under the same
+load of this shared machine. Host-bound (a short device step): the predicted saving is
+within 20% of the measured one. Device-bound (a device step far longer than the host work):
+the prediction says ~0 and so does the measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import WORKLOADS, assert_exits, attach, gilprof_stdout, wait_for
+
+pytestmark = pytest.mark.integration
+
+SAMPLE_S = 4.0
+SHAPES = {"host": ["--device-ms", "2"], "device": ["--device-ms", "40"]}
+
+
+def _lines(path: Path) -> int:
+    return path.read_text(errors="replace").count("iter = ") if path.exists() else 0
+
+
+def _run(spawn, tmp_path: Path, args: list[str]) -> tuple[Path, Path, Path]:
+    """Sample the loop with removable_work on, then switch it off: (on log, off log, profile)."""
+    log, log_off = tmp_path / "on.log", tmp_path / "off.log"
+    err, out, switch = tmp_path / "loop.err", tmp_path / "on.json", tmp_path / "switch"
+    cmd = [
+        "python",
+        str(WORKLOADS / "what_if_loop.py"),
+        "--duration",
+        "60",
+        "--log",
+        str(log),
+        "--switch-file",
+        str(switch),
+        "--log-off",
+        str(log_off),
+        "--off-seconds",
+        "3",
+        *args,
+    ]
+    with open(err, "wb") as handle:
+        target = spawn(cmd, stdout=handle, stderr=handle)
+    match = wait_for(lambda: re.search(r"pid=(\d+)", err.read_text(errors="replace")), 30)
+    assert match, err.read_text(errors="replace")
+    assert wait_for(lambda: _lines(log) >= 5, 30), err.read_text(errors="replace")
+    run = attach(spawn, int(match.group(1)), out, "-d", str(SAMPLE_S), "--window", "0.5")
+    assert_exits(run, timeout=SAMPLE_S + 60)
+    switch.write_text("off\n")
+    assert target.wait(timeout=30) == 0, err.read_text(errors="replace")
+    return log, log_off, out
+
+
+def _mean_host(spawn, log: Path) -> float:
+    steps = gilprof_stdout(spawn, "steps", str(log), "--skip-warmup", "3", "--format", "json")
+    return json.loads(steps)["ranks"][0]["host_step_ms"]["mean"]
+
+
+@pytest.mark.parametrize("shape", ["host", "device"])
+def test_predicted_saving_matches_the_measured_one(spawn, tmp_path, shape):
+    log_on, log_off, profile = _run(spawn, tmp_path, SHAPES[shape])
+    report = json.loads(
+        gilprof_stdout(
+            spawn,
+            "report",
+            str(profile),
+            "--steps",
+            str(log_on),
+            "--loop-thread",
+            "step-loop",
+            "--what-if",
+            "removable_work",
+            "--format",
+            "json",
+        )
+    )
+    predicted = report["per_step"]["what_if"]
+    saving = predicted["step_saving_ms"]["value"]
+    measured = _mean_host(spawn, log_on) - _mean_host(spawn, log_off)
+    period = predicted["host_step_before_ms"]
+    print(f"{shape}: predicted {saving:.2f} ms, measured {measured:.2f} ms of {period:.1f} ms")
+    assert report["verdict"]["bound"] == shape
+    if shape == "host":
+        assert not predicted["device_paced"]
+        assert abs(saving - measured) <= 0.2 * measured, (saving, measured)
+    else:
+        assert predicted["device_paced"]
+        assert abs(saving) <= 0.05 * period  # the prediction says ~0
+        assert abs(measured) <= 0.1 * period  # and the step did not shorten
+        # the function itself still costs the loop: it is the step that does not shrink
+        assert predicted["saving_ms"]["value"] > 0.5 * abs(measured) + 1.0
