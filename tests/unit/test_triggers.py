@@ -193,7 +193,7 @@ def test_the_job_ending_during_the_delay_is_not_fired() -> None:
     spec = start_spec(after=5)
     assert spec is not None
     ended = iter([None, None, "the target (PID 7) exited"])
-    with pytest.raises(TriggerNotFired, match=r"PID 7\) exited before the start \(5 s\)"):
+    with pytest.raises(TriggerNotFired, match=r"PID 7\) exited before the start \(a delay of 5 s\)"):
         wait(spec, None, time, ended=lambda: next(ended, "the target (PID 7) exited"))
 
 
