@@ -8,6 +8,7 @@ import os
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -343,9 +344,11 @@ def test_recipes_without_a_known_step_line_start_at_once(name: str) -> None:
 
 
 def choice(**given: object) -> StartChoice:
-    values = {"start_after": None, "start_on": None, "start_on_log": None, "start_timeout": None}
+    values: dict[str, Any] = dict.fromkeys(
+        ("start_after", "start_on", "start_on_log", "start_timeout")
+    )
     values.update(given)
-    return StartChoice(**values, given=frozenset(given))  # type: ignore[arg-type]
+    return StartChoice(**values, given=frozenset(given))
 
 
 def test_the_command_line_replaces_the_recipes_start() -> None:
