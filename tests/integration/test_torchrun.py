@@ -155,7 +155,7 @@ def test_start_on_skips_the_imports_and_starts_within_a_window(job: TorchJob) ->
     first_window = (
         datetime.fromisoformat(trigger["fired_at"]).timestamp() + trigger["first_window_after_s"]
     )
-    assert printed <= first_window <= printed + WINDOW, trigger
+    assert printed - 0.001 <= first_window <= printed + WINDOW, trigger  # clocks to the ms
     assert f"step 1 t={printed:.3f}" in job.stdout  # the line went through to gilprof's stdout
 
 
