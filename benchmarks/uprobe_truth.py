@@ -55,7 +55,8 @@ Interval = tuple[float, float]
 
 # Event kinds as bpftrace prints them.
 TAKE, TAKEN, DROP, DROPPED = "a", "b", "c", "d"
-SWITCHED_OUT, WOKEN = "s", "w"  # scheduler events (sched=True): off a CPU, made runnable
+# scheduler events (sched=True): off a CPU, made runnable, onto a CPU
+SWITCHED_OUT, WOKEN, SWITCHED_IN = "s", "w", "i"
 HELD, WAITING, OUTSIDE = "held", "waiting", "outside"
 # The state each event leaves its thread in, and the state it implies before it.
 _AFTER = {TAKE: WAITING, TAKEN: HELD, DROP: WAITING, DROPPED: OUTSIDE}
@@ -104,6 +105,8 @@ def bpftrace_program(pid: int, binary: str, sched: bool = False) -> str:
             f'printf("{SWITCHED_OUT} %d %llu %d\\n", tid, nsecs, args->prev_state); }}',
             f"tracepoint:sched:sched_wakeup /@mine[args->pid]/ {{ "
             f'printf("{WOKEN} %d %llu\\n", args->pid, nsecs); }}',
+            f"tracepoint:sched:sched_switch /@mine[args->next_pid]/ {{ "
+            f'printf("{SWITCHED_IN} %d %llu\\n", args->next_pid, nsecs); }}',
         ]
     for probe, function, kind in (
         ("uprobe", "take_gil", TAKE),
@@ -140,6 +143,10 @@ class ThreadTruth:
     # and not yet on a core, which is what the reader calls native)
     idle_s: float | None = None
     native_s: float | None = None
+    # waiting while off a CPU but runnable (preempted, or woken and not yet on a core):
+    # inside take_gil in user space, such a thread looks like one running native code to
+    # anything that reads /proc (the kernel says "running" for every runnable thread)
+    waiting_runnable_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,7 @@ class GilTruth:
                     "waiting_share": t.waiting_s / self.seconds,
                     "idle_share": share(t.idle_s),
                     "native_share": share(t.native_s),
+                    "waiting_runnable_share": share(t.waiting_runnable_s),
                     "waiting_by_holder": {
                         str(h): s / self.seconds for h, s in sorted(t.waiting_by_holder.items())
                     },
@@ -197,7 +205,7 @@ def parse_events(lines: Iterable[str]) -> tuple[list[Event], int]:
     lost = 0
     for line in lines:
         parts = line.split()
-        if len(parts) == 3 and parts[0] in (*_AFTER, WOKEN):
+        if len(parts) == 3 and parts[0] in (*_AFTER, WOKEN, SWITCHED_IN):
             events.append(Event(int(parts[2]) / 1e9, int(parts[1]), parts[0]))
         elif len(parts) == 4 and parts[0] == SWITCHED_OUT:
             events.append(Event(int(parts[2]) / 1e9, int(parts[1]), parts[0], int(parts[3])))
@@ -239,6 +247,26 @@ def _asleep(mine: Sequence[Event], t0: float, t1: float) -> list[Interval]:
                 out.append((a, b))
             asleep = False
     if asleep and t1 > max(since, t0):
+        out.append((max(since, t0), t1))
+    return out
+
+
+def _runnable(mine: Sequence[Event], t0: float, t1: float) -> list[Interval]:
+    """When one thread was runnable but off every CPU (switched out runnable, or woken,
+    until switched in), clipped to [t0, t1]."""
+    out: list[Interval] = []
+    since: float | None = None
+    for e in mine:
+        if (e.kind == SWITCHED_OUT and e.task_state == 0) or e.kind == WOKEN:
+            since = e.t if since is None else since
+        elif e.kind == SWITCHED_IN and since is not None:
+            a, b = max(since, t0), min(e.t, t1)
+            if b > a:
+                out.append((a, b))
+            since = None
+        elif e.kind == SWITCHED_OUT:
+            since = None
+    if since is not None and t1 > max(since, t0):
         out.append((max(since, t0), t1))
     return out
 
@@ -306,16 +334,17 @@ def truth_from_events(
     spans = thread_intervals(events, t0, t1)
     sched: dict[int, list[Event]] = {}
     for e in events:
-        if e.kind in (SWITCHED_OUT, WOKEN):
+        if e.kind in (SWITCHED_OUT, WOKEN, SWITCHED_IN):
             sched.setdefault(e.tid, []).append(e)
     holds = sorted((a, b, tid) for tid, s in spans.items() for a, b in s[HELD])
     threads: dict[int, ThreadTruth] = {}
     for tid, s in spans.items():
-        idle = native = None
+        idle = native = waiting_runnable = None
         if sched:
             outside = s[OUTSIDE]
             idle = _intersect_s(outside, _asleep(sched.get(tid, []), t0, t1))
             native = sum(b - a for a, b in outside) - idle
+            waiting_runnable = _intersect_s(s[WAITING], _runnable(sched.get(tid, []), t0, t1))
         threads[tid] = ThreadTruth(
             tid,
             sum(b - a for a, b in s[HELD]),
@@ -323,6 +352,7 @@ def truth_from_events(
             _overlap_by_holder(s[WAITING], [h for h in holds if h[2] != tid]),
             idle_s=idle,
             native_s=native,
+            waiting_runnable_s=waiting_runnable,
         )
     others_held = sum(b - a for a, b, _ in holds)
     ran = set(ran)

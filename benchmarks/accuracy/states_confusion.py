@@ -83,15 +83,25 @@ def run(python: str, workload: str, seconds: float, hog_count: int) -> None:
         (by_thread if e.kind in uprobe_truth._AFTER else sched).setdefault(e.tid, []).append(e)
     first, last = trace.events[0].t, trace.events[-1].t
     asleep = {tid: uprobe_truth._asleep(evs, first, last) for tid, evs in sched.items()}
+    runnable = {tid: uprobe_truth._runnable(evs, first, last) for tid, evs in sched.items()}
+
+    def inside(spans: list[tuple[float, float]], t: float) -> bool:
+        i = bisect.bisect_right([a for a, _ in spans], t) - 1
+        return i >= 0 and spans[i][1] > t
+
     times = {tid: [e.t for e in evs] for tid, evs in by_thread.items()}
 
     def state_at(tid: int, t: float) -> str:
         state = truth_state(by_thread.get(tid, []), times.get(tid, []), t)
+        if state == uprobe_truth.WAITING:
+            if inside(runnable.get(tid, []), t):
+                return "waiting/runnable"
+            return "waiting/asleep" if inside(asleep.get(tid, []), t) else "waiting/on-cpu"
         if state != uprobe_truth.OUTSIDE:
             return state
-        spans = asleep.get(tid, [])
-        i = bisect.bisect_right([a for a, _ in spans], t) - 1
-        return "asleep" if i >= 0 and spans[i][1] > t else "running"
+        if inside(runnable.get(tid, []), t):
+            return "runnable"
+        return "asleep" if inside(asleep.get(tid, []), t) else "running"
 
     cells: dict[tuple[int, str, str], int] = {}
     for t0, t1, states in ticks:
