@@ -440,10 +440,20 @@ class GilTrace:
         return truth_from_events(self.events, t0, t1, tids, self.lost, ran)
 
 
+TRACEFS = "/sys/kernel/tracing"
+
+
 def start_trace(pid: int) -> GilTrace:
     """A started trace of `pid` with the scheduler's events where the kernel's tracefs is
-    mounted (`mount -t tracefs nodev /sys/kernel/tracing`), else of the GIL's alone."""
-    sched = os.path.exists("/sys/kernel/tracing/events/sched/sched_switch")
+    mounted, else of the GIL's alone. bpftrace finds tracepoints in tracefs; a machine
+    that does not mount it (this one) gets it mounted (`mount -t tracefs nodev
+    /sys/kernel/tracing`, root: the trace needs root anyway)."""
+    switch = f"{TRACEFS}/events/sched/sched_switch"
+    if not os.path.exists(switch) and os.path.isdir(TRACEFS) and shutil.which("mount"):
+        subprocess.run(
+            ["mount", "-t", "tracefs", "nodev", TRACEFS], capture_output=True, check=False
+        )
+    sched = os.path.exists(switch)
     trace = GilTrace(pid, sched=sched)
     trace.start()
     return trace
