@@ -61,7 +61,7 @@ HELD, WAITING, OUTSIDE = "held", "waiting", "outside"
 # The state each event leaves its thread in, and the state it implies before it.
 _AFTER = {TAKE: WAITING, TAKEN: HELD, DROP: WAITING, DROPPED: OUTSIDE}
 _BEFORE = {TAKE: OUTSIDE, TAKEN: WAITING, DROP: HELD, DROPPED: WAITING}
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 90.0  # bpftrace compiles its program first: slow on a loaded machine
 
 
 class TruthError(Exception):
@@ -200,17 +200,21 @@ class GilTruth:
 
 
 def parse_events(lines: Iterable[str]) -> tuple[list[Event], int]:
-    """(events sorted by time, events lost) from bpftrace's output."""
+    """(events sorted by time, events lost) from bpftrace's output; a line that is not one
+    whole event (bpftrace's own messages) is skipped."""
     events: list[Event] = []
     lost = 0
     for line in lines:
         parts = line.split()
-        if len(parts) == 3 and parts[0] in (*_AFTER, WOKEN, SWITCHED_IN):
-            events.append(Event(int(parts[2]) / 1e9, int(parts[1]), parts[0]))
-        elif len(parts) == 4 and parts[0] == SWITCHED_OUT:
-            events.append(Event(int(parts[2]) / 1e9, int(parts[1]), parts[0], int(parts[3])))
-        elif line.startswith("Lost ") and len(parts) > 1 and parts[1].isdigit():
-            lost += int(parts[1])
+        try:
+            if len(parts) == 3 and parts[0] in (*_AFTER, WOKEN, SWITCHED_IN):
+                events.append(Event(int(parts[2]) / 1e9, int(parts[1]), parts[0]))
+            elif len(parts) == 4 and parts[0] == SWITCHED_OUT:
+                events.append(Event(int(parts[2]) / 1e9, int(parts[1]), parts[0], int(parts[3])))
+            elif line.startswith("Lost ") and len(parts) > 1 and parts[1].isdigit():
+                lost += int(parts[1])
+        except ValueError:
+            continue
     events.sort(key=lambda e: e.t)
     return events, lost
 
