@@ -147,6 +147,7 @@ class ThreadTruth:
     # inside take_gil in user space, such a thread looks like one running native code to
     # anything that reads /proc (the kernel says "running" for every runnable thread)
     waiting_runnable_s: float | None = None
+    waiting_runnable_by_holder: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -275,18 +276,24 @@ def _runnable(mine: Sequence[Event], t0: float, t1: float) -> list[Interval]:
     return out
 
 
-def _intersect_s(a: list[Interval], b: list[Interval]) -> float:
-    """Seconds where two sorted, disjoint interval lists overlap."""
-    total, i, j = 0.0, 0, 0
+def _intersection(a: list[Interval], b: list[Interval]) -> list[Interval]:
+    """Where two sorted, disjoint interval lists overlap."""
+    out: list[Interval] = []
+    i = j = 0
     while i < len(a) and j < len(b):
         lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
         if hi > lo:
-            total += hi - lo
+            out.append((lo, hi))
         if a[i][1] < b[j][1]:
             i += 1
         else:
             j += 1
-    return total
+    return out
+
+
+def _intersect_s(a: list[Interval], b: list[Interval]) -> float:
+    """Seconds where two sorted, disjoint interval lists overlap."""
+    return sum(hi - lo for lo, hi in _intersection(a, b))
 
 
 def thread_intervals(
@@ -344,19 +351,24 @@ def truth_from_events(
     threads: dict[int, ThreadTruth] = {}
     for tid, s in spans.items():
         idle = native = waiting_runnable = None
+        others = [h for h in holds if h[2] != tid]
+        runnable_by_holder: dict[int, float] = {}
         if sched:
             outside = s[OUTSIDE]
             idle = _intersect_s(outside, _asleep(sched.get(tid, []), t0, t1))
             native = sum(b - a for a, b in outside) - idle
-            waiting_runnable = _intersect_s(s[WAITING], _runnable(sched.get(tid, []), t0, t1))
+            ambiguous = _intersection(s[WAITING], _runnable(sched.get(tid, []), t0, t1))
+            waiting_runnable = sum(b - a for a, b in ambiguous)
+            runnable_by_holder = _overlap_by_holder(ambiguous, others)
         threads[tid] = ThreadTruth(
             tid,
             sum(b - a for a, b in s[HELD]),
             sum(b - a for a, b in s[WAITING]),
-            _overlap_by_holder(s[WAITING], [h for h in holds if h[2] != tid]),
+            _overlap_by_holder(s[WAITING], others),
             idle_s=idle,
             native_s=native,
             waiting_runnable_s=waiting_runnable,
+            waiting_runnable_by_holder=runnable_by_holder,
         )
     others_held = sum(b - a for a, b, _ in holds)
     ran = set(ran)

@@ -163,6 +163,7 @@ def compare_exact(
     native: dict[int, float] = {}
     runnable: dict[int, float] = {}  # waiting while runnable off a CPU: reads as native
     by_holder: dict[tuple[int, int], float] = {}
+    runnable_by_holder: dict[tuple[int, int], float] = {}
     for a, b in windows:
         ran = [
             t["native_id"] for t in record["threads"] if any(s < b and e > a for s, e in t["runs"])
@@ -178,6 +179,9 @@ def compare_exact(
                 runnable[tid] = runnable.get(tid, 0.0) + th.waiting_runnable_s / total
             for holder, secs in th.waiting_by_holder.items():
                 by_holder[tid, holder] = by_holder.get((tid, holder), 0.0) + secs / total
+            for holder, secs in th.waiting_runnable_by_holder.items():
+                key = (tid, holder)
+                runnable_by_holder[key] = runnable_by_holder.get(key, 0.0) + secs / total
     rows: list[Row] = []
 
     def add(subject: str, metric: str, truth: float, measured: float, lo: float = 0.0) -> None:
@@ -213,7 +217,8 @@ def compare_exact(
             truth_share = by_holder.get((waiter, holder), 0.0)
             measured = blamed.get((wname, hname), 0.0)
             if holder != waiter and max(truth_share, measured) >= 0.005:
-                add(f"{wname} <- {hname}", "blame", truth_share, measured)
+                ambiguous = runnable_by_holder.get((waiter, holder), 0.0)
+                add(f"{wname} <- {hname}", "blame", truth_share, measured, ambiguous)
         mine = sorted(((s, h) for (w, h), s in blamed.items() if w == wname), reverse=True)
         if mine:
             top[wname] = mine[0][1]
