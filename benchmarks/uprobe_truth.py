@@ -410,7 +410,8 @@ class GilTrace:
         self.stop()
 
     def start(self) -> None:
-        self._out = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in stop)
+        # O_APPEND: bpftrace shares this file's offset, which the ready check moves to read
+        self._out = tempfile.TemporaryFile("a+")  # noqa: SIM115 (closed in stop)
         self._proc = subprocess.Popen(
             ["bpftrace", "-e", bpftrace_program(self.pid, self.binary, self.sched)],
             stdout=self._out,
