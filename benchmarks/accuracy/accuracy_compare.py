@@ -264,7 +264,10 @@ def measure(
         top,
         ticks,
         got.priority,
-        got.messages,
+        (
+            *got.messages,
+            *([f"uprobe truth unavailable: {got.gil_trace_note}"] if got.gil_trace_note else []),
+        ),
     )
 
 
