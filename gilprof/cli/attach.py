@@ -137,6 +137,8 @@ def command(
         keep_cmdline=keep_cmdline,
         start=start_of(start, recipe, launch=bool(command), quiet=quiet),
     )
-    result = capture(request, LiveStatus(enabled=not quiet and sys.stderr.isatty()))
+    result = capture(
+        request, LiveStatus(enabled=not quiet and sys.stderr.isatty(), say_waits=not quiet)
+    )
     if result.exit_code:
         click.get_current_context().exit(result.exit_code)

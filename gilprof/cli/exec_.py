@@ -143,5 +143,7 @@ def command(
         keep_cmdline=keep_cmdline,
         start=trigger,
     )
-    code = run_and_sample(request, sampler, LiveStatus(enabled=False, quiet=quiet))
+    code = run_and_sample(
+        request, sampler, LiveStatus(enabled=False, quiet=quiet, say_waits=not quiet)
+    )
     click.get_current_context().exit(code)

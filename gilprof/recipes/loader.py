@@ -165,17 +165,8 @@ class _Checker:
         return tuple(items)
 
 
-_TOP_KEYS = (
-    "name",
-    "description",
-    "target",
-    "sampling",
-    "watch",
-    "steps",
-    "start",
-    "gate",
-    "lint_getters",
-)
+_SECTIONS = ("target", "sampling", "watch", "steps", "start", "gate", "lint_getters")
+_TOP_KEYS = ("name", "description", *_SECTIONS)
 _START_KEYS = ("on", "on_log", "after")
 _TARGET_KEYS = ("rank", "role", "match", "role_env", "parent_match", "threads")
 _SAMPLING_KEYS = ("mode", "rate", "duration", "native")

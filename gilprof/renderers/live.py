@@ -67,10 +67,13 @@ class LiveStatus(LiveObserver):
     """A CaptureObserver for a terminal: one status line while sampling (elapsed, samples,
     top GIL holders so far), then the summary of each profile written."""
 
-    def __init__(self, enabled: bool, quiet: bool = False) -> None:
+    def __init__(self, enabled: bool, quiet: bool = False, say_waits: bool = False) -> None:
         super().__init__()
         self.enabled = enabled and not quiet
         self.quiet = quiet
+        # Without a live line (not a terminal), say once what a start trigger waits for: a
+        # CI log must not show a silent wait.
+        self.say_waits = say_waits and not self.enabled
         self._drawn_at: float | None = None  # when the waiting line was last drawn
         self._status_lock = threading.Lock()  # the job's output is passed on from threads
 
@@ -78,6 +81,9 @@ class LiveStatus(LiveObserver):
         # A plain line (not rich.Live): the job's output goes to the same terminal from
         # gilprof's pump threads, which clear this line before each write.
         now = time.monotonic()
+        if self.say_waits:
+            self.say_waits = False
+            say(f"{what} (Ctrl-C stops; nothing is written until it starts)")
         if not self.enabled or (self._drawn_at is not None and now - self._drawn_at < 0.25):
             return
         with self._status_lock:

@@ -187,14 +187,14 @@ def capture(request: CaptureRequest, observer: CaptureObserver) -> CaptureResult
             if pump:
                 pump.join(5.0)
             raise
-        if pump:
-            pump.join(5.0)  # after the job: its last lines are passed through before gilprof ends
         if launched:
             if stop.is_set():
                 launched.wait(30)  # the signal was forwarded; give the ranks time to stop
                 launched.shutdown()
             else:
                 launched.wait()
+            if pump:
+                pump.join(5.0)  # the job's last lines are passed on before gilprof ends
             code = launched.exit_code
             # An interrupted run must not look like a success, whatever mpiexec returned
             # while it tore the job down.

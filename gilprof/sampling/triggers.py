@@ -79,7 +79,7 @@ class StartSpec:
         elif self.on_log is not None:
             what = f"a line of {self.on_log.path} matching '{self.on_log.regex.pattern}'"
         else:
-            return f"{self.after_s:g} s"
+            return f"a delay of {self.after_s:g} s"
         return what + (f", then {self.after_s:g} s" if self.after_s else "")
 
 

@@ -156,9 +156,7 @@ def test_overlap_loop_states_mode(spawn, tmp_path, shape):
     most wake-ups (~35%). Those waits are host work by the verdict's rule (the loop wants the
     GIL), so unnamed the shape reads mixed (measured: device wait 21% [14-29]); the poll
     function named as the device wait makes its native and idle time the device's."""
-    verdict, steps = _overlap(
-        spawn, tmp_path, shape, "states", "--device-wait", "wait_for_device"
-    )
+    verdict, steps = _overlap(spawn, tmp_path, shape, "states", "--device-wait", "wait_for_device")
     print(_report(verdict, steps))
     assert steps["reading"] == "device~host"
     assert verdict["thread"] == "step-loop"  # not the decoy, though the decoy is busier

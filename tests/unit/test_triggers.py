@@ -3,17 +3,24 @@ clock, the option parsing, the log follower on real files, the recipes' [start] 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gilprof.cli._options import StartChoice
+from gilprof.cli._recipe import start_of
 from gilprof.errors import InputError, UsageError
+from gilprof.model import Mode, SamplingInfo
+from gilprof.profile.reader import ProfileReader
 from gilprof.recipes import load_recipe, parse_recipe
 from gilprof.sampling.triggers import (
     Clock,
+    Fired,
     Line,
     LogFollower,
     OutputPump,
@@ -193,7 +200,9 @@ def test_the_job_ending_during_the_delay_is_not_fired() -> None:
     spec = start_spec(after=5)
     assert spec is not None
     ended = iter([None, None, "the target (PID 7) exited"])
-    with pytest.raises(TriggerNotFired, match=r"PID 7\) exited before the start \(5 s\)"):
+    with pytest.raises(
+        TriggerNotFired, match=r"PID 7\) exited before the start \(a delay of 5 s\)"
+    ):
         wait(spec, None, time, ended=lambda: next(ended, "the target (PID 7) exited"))
 
 
@@ -332,3 +341,51 @@ def test_builtin_recipes_start_at_their_engines_step_line(name: str, line: str) 
 @pytest.mark.parametrize("name", ["torchrun", "mpi-generic", "vllm"])
 def test_recipes_without_a_known_step_line_start_at_once(name: str) -> None:
     assert load_recipe(name).start is None
+
+
+def choice(**given: object) -> StartChoice:
+    values: dict[str, Any] = dict.fromkeys(
+        ("start_after", "start_on", "start_on_log", "start_timeout")
+    )
+    values.update(given)
+    return StartChoice(**values, given=frozenset(given))
+
+
+def test_the_command_line_replaces_the_recipes_start() -> None:
+    recipe = load_recipe("trtllm-serve")
+    from_recipe = start_of(choice(), recipe, launch=True)
+    assert from_recipe is not None and from_recipe.on_output is not None
+    assert from_recipe.on_output.search("iter = 3, host_step_time = 2ms")
+    mine = start_of(choice(start_after=4.0), recipe, launch=True)
+    assert mine is not None and mine.on_output is None and mine.after_s == 4.0
+    timed = start_of(choice(start_timeout=30.0), recipe, launch=True)
+    assert timed is not None and timed.on_output is not None and timed.timeout_s == 30.0
+
+
+def test_attached_a_recipes_output_trigger_gives_way_to_its_log_or_to_none(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    recipe = load_recipe("sglang")
+    assert start_of(choice(), recipe, launch=False) is None
+    assert "needs a launched job's output" in capsys.readouterr().err
+    both = parse_recipe(RECIPE.format(body="on = 'x'\non_log = 'gen.log:iter ='"), "both.toml")
+    attached = start_of(choice(), both, launch=False)
+    assert attached is not None and attached.on_log is not None
+    assert attached.on_log.path == "gen.log"
+    launched = start_of(choice(), both, launch=True)
+    assert launched is not None and launched.on_output is not None and launched.on_log is None
+
+
+def test_the_trigger_survives_a_profile_round_trip() -> None:
+    fired = Fired(
+        StartSpec(on_output=re.compile("ready")),
+        10.0,
+        1_700_000_000.5,
+        3.25,
+        Line("ready", "stderr"),
+    )
+    info = SamplingInfo("py-spy", "0.4.3", Mode.STATES, 100, start_trigger=fired.record(10.4))
+    back = ProfileReader("p.json").read_sampling(json.loads(json.dumps(info.to_dict())))
+    assert back.start_trigger == info.start_trigger
+    assert back.start_trigger is not None and back.start_trigger.first_window_after_s == 0.4
+    assert "line 'ready' (stderr); first window 0.40 s later" in back.start_trigger.summary()

@@ -172,10 +172,22 @@ def _find_launcher(parents: list[psutil.Process]) -> tuple[str | None, int | Non
     for parent in parents:
         if is_launcher(parent):
             try:
-                found = (parent.name(), parent.pid)
+                found = (_launcher_name(parent), parent.pid)
             except psutil.NoSuchProcess:
                 continue
     return found
+
+
+def _launcher_name(proc: psutil.Process) -> str:
+    """The launcher's name; torchrun's agent renames its process (psutil reads "pt_elastic"),
+    so a Python launcher is named by its command line."""
+    name = proc.name()
+    if name in LAUNCHER_NAMES:
+        return name
+    with contextlib.suppress(psutil.AccessDenied, psutil.ZombieProcess):
+        if any(_PY_LAUNCHER_MODULES.search(arg) for arg in proc.cmdline()[:3]):
+            return "torchrun"
+    return name
 
 
 @dataclass(frozen=True)
