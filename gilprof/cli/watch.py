@@ -91,8 +91,10 @@ def command(
     s, m, h (90s, 5m, 1h) or plain seconds.
 
     \b
-    Exit status: 0 --until, --max-captures or the target exited; 130 SIGINT; 143 SIGTERM;
-    2 usage (e.g. -o not writable), 3 target not found, 4 no ptrace permission, 5 sampler.
+    Exit status:
+      0    --until reached, --max-captures written, or the target exited
+      130  SIGINT (Ctrl-C), 143 SIGTERM: what was kept is written first, marked partial
+      2 usage (e.g. -o not writable), 3 target not found, 4 no ptrace permission, 5 sampler
     """
     if trigger is not None and steps_log is None:
         raise UsageError("--trigger needs --steps-log LOG (the iteration log to follow)")
