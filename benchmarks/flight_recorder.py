@@ -177,6 +177,10 @@ def _raise_priority(pid: int) -> int:
     process = psutil.Process(pid)
     with contextlib.suppress(psutil.AccessDenied):
         process.nice(SERVER_NICE)
+    # With autogroup scheduling a process's nice only weighs against its own session's
+    # processes; the session's group has a nice of its own (the server has a session).
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/autogroup").write_text(str(SERVER_NICE))
     return int(process.nice())
 
 
