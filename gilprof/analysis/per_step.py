@@ -215,7 +215,9 @@ def loop_costs(
         num = [o.get(i, 0.0) + b.get(i, 0.0) for i in usable]
         share = batch_share(num, den)
         per_step = scale(share, unit.step_ms)
-        per_request = scale(per_step, 1 / unit.requests_per_step) if unit.requests_per_step else None
+        per_request = (
+            scale(per_step, 1 / unit.requests_per_step) if unit.requests_per_step else None
+        )
         out.append(
             FunctionCost(
                 key[0],

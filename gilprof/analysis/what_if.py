@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gilprof.analysis.loop import batch_share
-from gilprof.analysis.per_step import BUSY_STATES, LoopCosts, StepUnit, scale, walk_loop
+from gilprof.analysis.per_step import LoopCosts, StepUnit, scale, walk_loop
 from gilprof.analysis.verdict import DEVICE_NEGLIGIBLE, Verdict
 from gilprof.errors import UsageError
 from gilprof.model import Frame, ThreadState
@@ -147,7 +147,9 @@ def predict(
         raise UsageError("the loop thread has no samples in the profile")
     unit = StepUnit.of(steps)
     period = unit.step_ms
-    saving = scale(batch_share([saved.get(i, 0.0) for i in usable], [wall[i] for i in usable]), period)
+    saving = scale(
+        batch_share([saved.get(i, 0.0) for i in usable], [wall[i] for i in usable]), period
+    )
     device_wait = verdict.loop.device_wait
     wait_share = device_wait.value if device_wait is not None else 0.0
     host_work = period * (1.0 - wait_share)
@@ -218,8 +220,6 @@ def predict_each(
 ) -> tuple[Prediction, ...]:
     """One prediction per function: the table "what removing each function's cost would save"."""
     return tuple(predict(profile, verdict, steps, (RemovalSpec(f),)) for f in functions)
-
-
 
 
 def savings_table(

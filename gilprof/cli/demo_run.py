@@ -187,9 +187,7 @@ def run_demo(
         judge(after.profile, steps_a, recipe, watch),
     )
     # From the before side alone: what the reference fixes take out of the loop.
-    prediction = predict(
-        before.profile, verdicts[0], steps_b, parse_specs(fixes.removed_by_fix())
-    )
+    prediction = predict(before.profile, verdicts[0], steps_b, parse_specs(fixes.removed_by_fix()))
     costs = compare_costs(
         side_costs(before.profile, verdicts[0].loop.thread.tid, steps_b, fixes.RENAMES),
         side_costs(after.profile, verdicts[1].loop.thread.tid, steps_a, fixes.RENAMES),

@@ -270,7 +270,9 @@ def render_table(
     if headline and c.costs:
         unit = c.costs.unit
         out.append(Text(headline))
-        out.append(_cost_table(f"Functions (cost to the loop, ms per {unit})", list(c.functions), unit))
+        out.append(
+            _cost_table(f"Functions (cost to the loop, ms per {unit})", list(c.functions), unit)
+        )
     else:
         out.append(_share_table("Functions (total share)", list(c.functions), "function"))
     if c.renames:
@@ -289,7 +291,9 @@ def _md_cost_rows(rows: list[ShareChange], unit: str) -> list[str]:
         cells = cost_cells(r.cost) if r.cost else ["0", "0", "", ""]
         share = share_cells(r.total)
         lines.append(
-            f"| {label} | " + " | ".join(cells) + f" | {mark}{r.verdict} | {share[0]} | {share[1]} |"
+            f"| {label} | "
+            + " | ".join(cells)
+            + f" | {mark}{r.verdict} | {share[0]} | {share[1]} |"
         )
     return lines
 
