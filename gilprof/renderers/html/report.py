@@ -185,36 +185,6 @@ def _missing(data: ReportData, per_tick: bool) -> list[str]:
     return notes
 
 
-def _per_step(data: ReportData) -> str:
-    """Cost to the loop in ms per step, and what removing each function would save."""
-    assert data.costs is not None
-    parts = [
-        '<section id="per-step-section"><h2>Cost per step</h2>',
-        f'<p class="help">{esc(per_step.cost_headline(data.costs))}</p>',
-        table(
-            per_step.COST_HEAD,
-            [[esc(c) for c in row] for row in per_step.cost_rows(data.costs, data.top)],
-            "per-step",
-        ),
-    ]
-    if data.savings:
-        parts += [
-            "<h3>What removing each function's cost from the loop would save</h3>",
-            table(
-                per_step.SAVING_HEAD,
-                [[esc(c) for c in row] for row in per_step.saving_rows(data.savings)],
-                "savings",
-            ),
-            f'<p class="help">{esc(data.savings[0].note)}</p>',
-        ]
-    if data.what_if is not None:
-        parts += [
-            f'<p class="verdict">What if: {esc(per_step.prediction_line(data.what_if))}</p>',
-            f"<p>{esc(data.what_if.note)}</p>",
-        ]
-    return "".join(parts) + "</section>"
-
-
 def _functions(data: ReportData) -> str:
     a = data.attribution
     rows = [
@@ -336,7 +306,9 @@ def render_html(data: ReportData, **_: Any) -> str:
         f'<section id="answer"><h2>Answer</h2>{_answer(data, shares, names)}</section>',
     ]
     if data.costs is not None:
-        body.append(_per_step(data))
+        body.append(
+            per_step.html_section(data.costs, data.savings, data.what_if, data.top, esc, table)
+        )
     legend = "".join(
         f'<span class="key" style="--c:{COLORS[k]}">{k}</span>'
         for k in COLORS
