@@ -366,8 +366,14 @@ def demo_summary(
     changes = []
     for w in c.watch:
         if w.total.significant or max(w.total.before, w.total.after) >= 0.01:
+            cost = (
+                f"{w.cost.before:.1f} -> {w.cost.after:.1f} ms per step of the loop, "
+                if w.cost
+                else ""
+            )
             changes.append(
-                f"`{w.name}` {_pct(w.total.before)} -> {_pct(w.total.after)} ({w.verdict})"
+                f"`{w.name}` {cost}{_pct(w.total.before)} -> {_pct(w.total.after)} of the GIL "
+                f"({w.verdict})"
             )
     if c.steps:
         host = c.steps.host_p50
