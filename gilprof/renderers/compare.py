@@ -225,7 +225,7 @@ def render_table(
         )
         out += [table, Text(steps_verdict_line(s, verdicts))]
     if waits is not None:
-        out += waits_tables(waits)
+        out += waits_tables(waits, shares_only=c.costs is not None)
     headline = unit_label(c)
     if headline and c.costs:
         unit = c.costs.unit
@@ -294,7 +294,7 @@ def render_markdown(
     lines += ["**GIL and watched functions**", "", *_md_rows(rows), ""]
     lines += ["**Threads**", "", *_md_rows(list(c.threads)), ""]
     if waits is not None:
-        lines += waits_markdown(waits)
+        lines += waits_markdown(waits, shares_only=c.costs is not None)
     headline = unit_label(c)
     if headline and c.costs:
         lines += [
