@@ -78,7 +78,9 @@ def print_report(result: dict[str, Any]) -> None:
         notes=[
             "truth: from timestamps inside the target, a band lo-hi where GIL hand-offs could "
             "belong to either side; |err|: distance from gilprof to the band; SE: binomial "
-            "sampling error; load 1m: before/after the run (the machine is shared)"
+            "sampling error; load 1m: before/after the run (the machine is shared); states "
+            "mode: truth from uprobes and the scheduler (exact; a wait/native band is a "
+            "waiter runnable off a CPU in take_gil's own code)"
         ],
     )
     blame_rows = []
@@ -97,7 +99,7 @@ def print_report(result: dict[str, Any]) -> None:
                     ]
                 )
     _common.print_table(
-        "Blame matrix (contention mode): while waiter waits, holder holds",
+        "Blame matrix (contention, states modes): while waiter waits, holder holds",
         ["workload", "waiter <- holder", "top holder named", "truth", "gilprof", "|err|"],
         blame_rows,
     )

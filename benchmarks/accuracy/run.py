@@ -7,6 +7,11 @@
     python benchmarks/accuracy/run.py --json       # the same, as JSON
     python benchmarks/accuracy/run.py --no-realtime --only burst   # sampler not at SCHED_FIFO
     python benchmarks/accuracy/run.py --python /root/.pyenv/versions/3.13.0/bin/python3
+    python benchmarks/accuracy/run.py --mode states --scenario both --hogs 2 --no-sweeps
+
+States mode (`--mode states`, root) is compared with the exact truth from uprobes on the
+target's take_gil/drop_gil and the scheduler's tracepoints (benchmarks/uprobe_truth.py)
+rather than with the target's own timestamps; see README.md.
 
 Each measurement starts one target (`workloads.py NAME`), lets it run unsampled, runs
 `python -m gilprof attach --pid P -d S -r R --mode gil|contention -q -o F`, lets the target

@@ -33,6 +33,7 @@ import _common  # noqa: E402
 
 _common.ensure_gilprof_importable()
 
+import gil_truth_events as events  # noqa: E402
 import uprobe_truth  # noqa: E402
 from accuracy_sample import hogs  # noqa: E402
 
@@ -41,11 +42,11 @@ from gilprof.sampling.threadstate.reader import Recording, StateReader  # noqa: 
 LOOP_INGRESS = HERE.parents[1] / "tests" / "integration" / "workloads" / "loop_ingress.py"
 
 
-def truth_state(events: list[uprobe_truth.Event], times: list[float], t: float) -> str:
+def truth_state(mine: list[events.Event], times: list[float], t: float) -> str:
     i = bisect.bisect_right(times, t)
     if i == 0:
-        return uprobe_truth._BEFORE[events[0].kind] if events else "?"
-    return uprobe_truth._AFTER[events[i - 1].kind]
+        return events.BEFORE[mine[0].kind] if mine else "?"
+    return events.AFTER[mine[i - 1].kind]
 
 
 def run(python: str, workload: str, seconds: float, hog_count: int) -> None:
@@ -77,21 +78,31 @@ def run(python: str, workload: str, seconds: float, hog_count: int) -> None:
         finally:
             target.kill()
             target.wait(timeout=10)
-    by_thread: dict[int, list[uprobe_truth.Event]] = {}
-    sched: dict[int, list[uprobe_truth.Event]] = {}
+    by_thread: dict[int, list[events.Event]] = {}
+    sched: dict[int, list[events.Event]] = {}
     for e in trace.events:
-        (by_thread if e.kind in uprobe_truth._AFTER else sched).setdefault(e.tid, []).append(e)
+        (by_thread if e.kind in events.AFTER else sched).setdefault(e.tid, []).append(e)
     first, last = trace.events[0].t, trace.events[-1].t
-    asleep = {tid: uprobe_truth._asleep(evs, first, last) for tid, evs in sched.items()}
+    asleep = {tid: events.asleep_spans(evs, first, last) for tid, evs in sched.items()}
+    runnable = {tid: events.runnable_spans(evs, first, last) for tid, evs in sched.items()}
+
+    def inside(spans: list[tuple[float, float]], t: float) -> bool:
+        i = bisect.bisect_right([a for a, _ in spans], t) - 1
+        return i >= 0 and spans[i][1] > t
+
     times = {tid: [e.t for e in evs] for tid, evs in by_thread.items()}
 
     def state_at(tid: int, t: float) -> str:
         state = truth_state(by_thread.get(tid, []), times.get(tid, []), t)
-        if state != uprobe_truth.OUTSIDE:
+        if state == events.WAITING:
+            if inside(runnable.get(tid, []), t):
+                return "waiting/runnable"
+            return "waiting/asleep" if inside(asleep.get(tid, []), t) else "waiting/on-cpu"
+        if state != events.OUTSIDE:
             return state
-        spans = asleep.get(tid, [])
-        i = bisect.bisect_right([a for a, _ in spans], t) - 1
-        return "asleep" if i >= 0 and spans[i][1] > t else "running"
+        if inside(runnable.get(tid, []), t):
+            return "runnable"
+        return "asleep" if inside(asleep.get(tid, []), t) else "running"
 
     cells: dict[tuple[int, str, str], int] = {}
     for t0, t1, states in ticks:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gilprof.analysis.loop import batch_share
-from gilprof.analysis.per_step import BUSY_STATES, LoopCosts, StepUnit, scale, walk_loop
+from gilprof.analysis.per_step import LoopCosts, StepUnit, scale, walk_loop
 from gilprof.analysis.verdict import DEVICE_NEGLIGIBLE, Verdict
 from gilprof.errors import UsageError
 from gilprof.model import Frame, ThreadState

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from gilprof.analysis.gate import GateBudgets, evaluate, parse_share, resolve_budgets
+from gilprof.analysis.gate_per_step import parse_ms, per_step_results
+from gilprof.analysis.per_step import loop_costs
 from gilprof.cli._budgets import budget_options
 from gilprof.cli._options import format_option
 from gilprof.cli._output import append_github_summary
 from gilprof.cli._recipe import recipe_option, watch_list
 from gilprof.cli._verdict import VerdictChoice, verdict_options
-from gilprof.errors import BudgetFailed
+from gilprof.errors import BudgetFailed, UsageError
 from gilprof.profile import Profile, check_writable, write_text_atomic
 from gilprof.recipes import Recipe, load_budget_file
 from gilprof.renderers import info, render
@@ -25,6 +29,14 @@ from gilprof.renderers import info, render
     "budget_file",
     type=click.Path(),
     help="TOML file with a [gate] table (a recipe works too); flags override it.",
+)
+@click.option(
+    "--max-ms-per-step",
+    "max_ms_per_step",
+    multiple=True,
+    metavar="FUNC=MS",
+    help="With --steps: FUNC's cost to the step loop (its own time plus the loop's GIL wait "
+    "blamed on it) must stay at or under MS milliseconds per iteration (repeatable).",
 )
 @recipe_option
 @click.option(
@@ -47,6 +59,7 @@ def command(
     max_new_share: float,
     allow_missing: bool,
     verdict: VerdictChoice,
+    max_ms_per_step: tuple[str, ...],
     budget_file: str | None,
     recipe: Recipe | None,
     junit: str | None,
@@ -78,9 +91,13 @@ def command(
     pass forever) unless --allow-missing. For --max-regression a function absent from
     the baseline (a fix's replacement) is reported as new and fails only when its share
     reaches --max-new-share; GIL utilization catches time added in total. With --steps
-    the host/device verdict is printed too (information, not a budget).
+    the host/device verdict is printed too (information, not a budget), and
+    --max-ms-per-step FUNC=MS budgets a function's cost to the loop per iteration.
     """
     info("gate", fmt)  # an unknown format fails before any file is read
+    ms_budgets = parse_ms(max_ms_per_step)
+    if ms_budgets and not steps_log:
+        raise UsageError("--max-ms-per-step needs --steps LOG: costs are per iteration")
     if junit:
         check_writable(junit)
     budgets, note = resolve_budgets(
@@ -114,6 +131,10 @@ def command(
     judged = None
     if steps is not None:
         judged = verdict.judge(loaded, steps, recipe, watch_list(recipe, tuple(budgets.max_share)))
+        if ms_budgets:
+            costs = loop_costs(loaded, judged.loop.thread.tid, steps, all_frames=True)
+            extra = tuple(per_step_results(costs, ms_budgets))
+            result = replace(result, results=result.results + extra)
     click.echo(render("gate", fmt, result, verdict=judged), nl=False)
     if junit:
         write_text_atomic(junit, render("gate", "junit", result))

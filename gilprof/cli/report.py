@@ -7,9 +7,7 @@ import click
 from gilprof.analysis.attribution import attribute
 from gilprof.analysis.contention import analyze, has_spans
 from gilprof.analysis.empty import why_empty
-from gilprof.analysis.per_step import loop_costs
 from gilprof.analysis.ranks import compare_ranks
-from gilprof.analysis.what_if import Prediction, parse_specs, predict, savings_table
 from gilprof.cli._options import (
     all_frames_option,
     format_option,
@@ -18,6 +16,7 @@ from gilprof.cli._options import (
     watch_options,
 )
 from gilprof.cli._output import check_output, emit
+from gilprof.cli._per_step import PerStep
 from gilprof.cli._recipe import recipe_option, watch_list
 from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import UsageError
@@ -123,19 +122,9 @@ def command(
         )
     # every thread's state was recorded: waits and blame are part of the answer
     contention = contention or has_spans(loaded)
-    judged = None
-    costs = None
-    savings: tuple[Prediction, ...] = ()
-    predicted = None
     if what_if and not steps_log:
         raise UsageError("--what-if needs --steps LOG: savings are in ms per step")
-    if steps_log:
-        steps = verdict.steps(steps_log, loaded)
-        judged = verdict.judge(loaded, steps, recipe, watched)
-        costs = loop_costs(loaded, judged.loop.thread.tid, steps, all_frames=all_frames)
-        savings = savings_table(loaded, judged, steps, costs)
-        if what_if:
-            predicted = predict(loaded, judged, steps, parse_specs(what_if))
+    per_step = PerStep.of(loaded, steps_log, verdict, recipe, watched, what_if, all_frames)
     attribution = attribute(
         loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern, watch=watched
     )
@@ -146,11 +135,11 @@ def command(
         lines,
         analyze(loaded) if contention else None,
         notes,
-        verdict=judged,
+        verdict=per_step.verdict,
         top=top,
         all_frames=all_frames,
-        costs=costs,
-        savings=savings,
-        what_if=predicted,
+        costs=per_step.costs,
+        savings=per_step.savings,
+        what_if=per_step.what_if,
     )
     emit("report", fmt, output, data)

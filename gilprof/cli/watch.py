@@ -15,35 +15,11 @@ from gilprof.cli._options import (
     number_option,
     sampling_options,
 )
+from gilprof.cli._watch_console import WatchConsole, host_step_ms
 from gilprof.errors import UsageError
 from gilprof.sampling.discover import Selection
-from gilprof.sampling.flight import RecorderOptions, Trigger, WatchRequest, watch
+from gilprof.sampling.flight import RecorderOptions, WatchRequest, watch
 from gilprof.sampling.recorder import parse_seconds, parse_trigger, parse_until
-
-
-class _Console:
-    """Status line (a terminal only, not with -q) and one `gilprof:` line per event."""
-
-    def __init__(self, live: bool) -> None:
-        self.live = live
-        self._drawn = False
-
-    def _clear(self) -> None:
-        if self._drawn:
-            click.echo("\r\033[K", nl=False, err=True)
-            self._drawn = False
-
-    def status(self, text: str) -> None:
-        if self.live:
-            click.echo(f"\r\033[K{text}", nl=False, err=True)
-            self._drawn = True
-
-    def message(self, text: str) -> None:
-        self._clear()
-        click.echo(f"gilprof: {text}", err=True)
-
-    def wrote(self, path: str, trigger: Trigger) -> None:
-        self.message(f"wrote {path} (trigger {trigger.kind}: {trigger.detail})")
 
 
 @click.command("watch")
@@ -115,8 +91,10 @@ def command(
     s, m, h (90s, 5m, 1h) or plain seconds.
 
     \b
-    Exit status: 0 --until, --max-captures or the target exited; 130 SIGINT; 143 SIGTERM;
-    2 usage (e.g. -o not writable), 3 target not found, 4 no ptrace permission, 5 sampler.
+    Exit status:
+      0    --until reached, --max-captures written, or the target exited
+      130  SIGINT (Ctrl-C), 143 SIGTERM: what was kept is written first, marked partial
+      2 usage (e.g. -o not writable), 3 target not found, 4 no ptrace permission, 5 sampler
     """
     if trigger is not None and steps_log is None:
         raise UsageError("--trigger needs --steps-log LOG (the iteration log to follow)")
@@ -133,6 +111,7 @@ def command(
         trigger=None if trigger is None else parse_trigger(trigger),
         over=over,
         baseline_s=parse_seconds(baseline, "--baseline"),
+        host_ms_of=host_step_ms,
     )
     request = WatchRequest(
         options=options,
@@ -143,6 +122,6 @@ def command(
         selection=Selection(match, None, role, None),
         keep_cmdline=keep_cmdline,
     )
-    code = watch(request, _Console(live=not quiet and sys.stderr.isatty()))
+    code = watch(request, WatchConsole(live=not quiet and sys.stderr.isatty()))
     if code:
         click.get_current_context().exit(code)

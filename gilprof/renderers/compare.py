@@ -22,6 +22,7 @@ from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.waits import WaitComparison
 from gilprof.renderers import register
 from gilprof.renderers._rich import to_text
+from gilprof.renderers.compare_costs import cost_table, md_cost_rows, unit_label
 from gilprof.renderers.compare_waits import waits_dict, waits_markdown, waits_tables
 from gilprof.stats import Difference
 
@@ -59,47 +60,6 @@ def _row_dict(c: ShareChange) -> dict[str, Any]:
         "cost_ms": _diff_dict(c.cost) if c.cost else None,
         "share_verdict": c.share_verdict,
     }
-
-
-def unit_label(c: Comparison) -> str | None:
-    """The headline's unit: what improved/regressed was judged on."""
-    if c.costs is None:
-        return None
-    unit = "ms per request" if c.costs.unit == "request" else "ms per step"
-    loop = c.costs.threads[0]
-    return (
-        f"improved/regressed judged on each function's cost to the loop thread ({loop}) in "
-        f"{unit}: its own time plus the loop's GIL wait blamed on it, per unit of work; the "
-        "share of wall time is shown beside (a share grows when more work was done)"
-    )
-
-
-def cost_cells(d: Difference) -> list[str]:
-    ci = "n/a" if not math.isfinite(d.low) else f"[{d.low:+.2f}, {d.high:+.2f}]"
-    return [f"{d.before:.2f}", f"{d.after:.2f}", f"{d.delta:+.2f}", ci]
-
-
-def _cost_table(title: str, rows: list[ShareChange], unit: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    table.add_column("function")
-    for name in (f"ms/{unit} before", "after", "change", "95% CI (ms)", "verdict"):
-        table.add_column(name, justify="left" if name == "verdict" else "right")
-    for name in ("share before", "after", "change (pp)"):
-        table.add_column(name, justify="right")
-    for row in rows:
-        label = row.name + (f" ({row.file})" if row.file else "")
-        cost = row.cost
-        cells = cost_cells(cost) if cost else ["0", "0", "", ""]
-        share = share_cells(row.total)
-        table.add_row(
-            label,
-            *cells,
-            Text(row.verdict, style=_STYLE.get(row.verdict, "")),
-            share[0],
-            share[1],
-            share[2].removesuffix(" pp"),
-        )
-    return table
 
 
 Verdicts = tuple["Verdict | None", "Verdict | None"]
@@ -265,37 +225,19 @@ def render_table(
         )
         out += [table, Text(steps_verdict_line(s, verdicts))]
     if waits is not None:
-        out += waits_tables(waits)
+        out += waits_tables(waits, shares_only=c.costs is not None)
     headline = unit_label(c)
     if headline and c.costs:
         unit = c.costs.unit
         out.append(Text(headline))
         out.append(
-            _cost_table(f"Functions (cost to the loop, ms per {unit})", list(c.functions), unit)
+            cost_table(f"Functions (cost to the loop, ms per {unit})", list(c.functions), unit)
         )
     else:
         out.append(_share_table("Functions (total share)", list(c.functions), "function"))
     if c.renames:
         out.append(Text("renamed: " + ", ".join(f"{a} -> {b}" for a, b in c.renames)))
     return to_text(out, color=color, width=width)
-
-
-def _md_cost_rows(rows: list[ShareChange], unit: str) -> list[str]:
-    lines = [
-        f"| | ms/{unit} before | after | change | 95% CI (ms) | verdict | share before | after |",
-        "|---|---:|---:|---:|---:|---|---:|---:|",
-    ]
-    for r in rows:
-        label = f"`{r.name}`" + (f" ({os.path.basename(r.file)})" if r.file else "")
-        mark = {IMPROVED: "✅ ", REGRESSED: "❌ "}.get(r.verdict, "")
-        cells = cost_cells(r.cost) if r.cost else ["0", "0", "", ""]
-        share = share_cells(r.total)
-        lines.append(
-            f"| {label} | "
-            + " | ".join(cells)
-            + f" | {mark}{r.verdict} | {share[0]} | {share[1]} |"
-        )
-    return lines
 
 
 def _md_rows(rows: list[ShareChange]) -> list[str]:
@@ -352,13 +294,13 @@ def render_markdown(
     lines += ["**GIL and watched functions**", "", *_md_rows(rows), ""]
     lines += ["**Threads**", "", *_md_rows(list(c.threads)), ""]
     if waits is not None:
-        lines += waits_markdown(waits)
+        lines += waits_markdown(waits, shares_only=c.costs is not None)
     headline = unit_label(c)
     if headline and c.costs:
         lines += [
             f"**Functions, cost to the loop in ms per {c.costs.unit}** ({headline})",
             "",
-            *_md_cost_rows(list(c.functions), c.costs.unit),
+            *md_cost_rows(list(c.functions), c.costs.unit),
             "",
         ]
         if c.renames:
@@ -424,8 +366,14 @@ def demo_summary(
     changes = []
     for w in c.watch:
         if w.total.significant or max(w.total.before, w.total.after) >= 0.01:
+            cost = (
+                f"{w.cost.before:.1f} -> {w.cost.after:.1f} ms per step of the loop, "
+                if w.cost
+                else ""
+            )
             changes.append(
-                f"`{w.name}` {_pct(w.total.before)} -> {_pct(w.total.after)} ({w.verdict})"
+                f"`{w.name}` {cost}{_pct(w.total.before)} -> {_pct(w.total.after)} of the GIL "
+                f"({w.verdict})"
             )
     if c.steps:
         host = c.steps.host_p50

@@ -13,10 +13,15 @@ from gilprof.stats import Difference
 _COLUMNS = ("before", "after", "change", "rel", "95% CI", "verdict")
 
 
-def _cells(d: Difference, verdict: str) -> list[str]:
+# With step logs, compare judges functions on their cost to the loop per unit of work; a wait
+# share of wall time also grows when more work was done, so here it only moves.
+_MOVED = {"improved": "share down", "regressed": "share up"}
+
+
+def _cells(d: Difference, verdict: str, shares_only: bool = False) -> list[str]:
     from gilprof.renderers.compare import share_cells
 
-    return [*share_cells(d), verdict]
+    return [*share_cells(d), _MOVED.get(verdict, verdict) if shares_only else verdict]
 
 
 def waits_dict(w: WaitComparison) -> dict[str, Any]:
@@ -41,13 +46,13 @@ def waits_dict(w: WaitComparison) -> dict[str, Any]:
     }
 
 
-def waits_tables(w: WaitComparison) -> list[Table]:
+def waits_tables(w: WaitComparison, shares_only: bool = False) -> list[Table]:
     threads = Table(title="GIL wait per thread (share of wall)", title_justify="left")
     threads.add_column("thread")
     for name in _COLUMNS:
         threads.add_column(name, justify="right")
     for t in w.threads:
-        threads.add_row(t.thread, *_cells(t.wait, t.verdict))
+        threads.add_row(t.thread, *_cells(t.wait, t.verdict, shares_only))
     blame = Table(
         title="Blame: while WAITER waits, HOLDER holds the GIL in FUNCTION (share of wall)",
         title_justify="left",
@@ -58,20 +63,23 @@ def waits_tables(w: WaitComparison) -> list[Table]:
         blame.add_column(name, justify="right")
     for b in w.blame:
         where = f"{b.function} ({b.file})" if b.file else b.function
-        blame.add_row(b.waiter, b.holder, where, *_cells(b.share, b.verdict))
+        blame.add_row(b.waiter, b.holder, where, *_cells(b.share, b.verdict, shares_only))
     return [threads, blame]
 
 
-def waits_markdown(w: WaitComparison) -> list[str]:
+def waits_markdown(w: WaitComparison, shares_only: bool = False) -> list[str]:
     head = "| " + " | ".join(_COLUMNS) + " |"
     rule = "|" + "---:|" * len(_COLUMNS)
     lines = ["**GIL wait per thread** (share of wall)", "", "| thread " + head, "|---" + rule]
-    lines += [f"| {t.thread} | " + " | ".join(_cells(t.wait, t.verdict)) + " |" for t in w.threads]
+    lines += [
+        f"| {t.thread} | " + " | ".join(_cells(t.wait, t.verdict, shares_only)) + " |"
+        for t in w.threads
+    ]
     lines += ["", "**Blame** (while WAITER waits, HOLDER holds the GIL in FUNCTION)", ""]
     lines += ["| waiter | holder | function " + head, "|---|---|---" + rule]
     lines += [
         f"| {b.waiter} | {b.holder} | `{b.function}` | "
-        + " | ".join(_cells(b.share, b.verdict))
+        + " | ".join(_cells(b.share, b.verdict, shares_only))
         + " |"
         for b in w.blame
     ]

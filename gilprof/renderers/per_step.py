@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from rich.table import Table
@@ -179,3 +180,31 @@ def costs_dict(
         "savings": [prediction_dict(p) for p in savings],
         "what_if": prediction_dict(what_if) if what_if else None,
     }
+
+
+def html_section(
+    costs: LoopCosts,
+    savings: tuple[Prediction, ...],
+    what_if: Prediction | None,
+    top: int | None,
+    esc: Callable[[str], str],
+    table: Callable[[list[str], list[list[str]], str], str],
+) -> str:
+    """report.html: cost to the loop in ms per step, and what removing each would save."""
+    parts = [
+        '<section id="per-step-section"><h2>Cost per step</h2>',
+        f'<p class="help">{esc(cost_headline(costs))}</p>',
+        table(COST_HEAD, [[esc(c) for c in row] for row in cost_rows(costs, top)], "per-step"),
+    ]
+    if savings:
+        parts += [
+            "<h3>What removing each function's cost from the loop would save</h3>",
+            table(SAVING_HEAD, [[esc(c) for c in row] for row in saving_rows(savings)], "savings"),
+            f'<p class="help">{esc(savings[0].note)}</p>',
+        ]
+    if what_if is not None:
+        parts += [
+            f'<p class="verdict">What if: {esc(prediction_line(what_if))}</p>',
+            f"<p>{esc(what_if.note)}</p>",
+        ]
+    return "".join(parts) + "</section>"

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -29,7 +29,6 @@ from gilprof.sampling.capture import make_target, prepare_folder
 from gilprof.sampling.discover import Selection, resolve_target
 from gilprof.sampling.recorder import StepMonitor, StepThreshold, WindowRing, with_messages
 from gilprof.sampling.session import target_alive
-from gilprof.steps.parse import StepParser
 
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 # How many log lines after a step trigger a capture quotes (those before: StepMonitor).
@@ -51,6 +50,9 @@ class RecorderOptions:
     over: int = 20
     baseline_s: float = 120.0
     attach_timeout: float = 15.0
+    # a log line -> its host step time in ms, None for other lines (gilprof.steps parses;
+    # the CLI passes it in, sampling does not import its sibling layer)
+    host_ms_of: Callable[[str], float | None] | None = None
 
 
 @dataclass
@@ -76,12 +78,18 @@ class StepsFollower:
     """Follows an iteration log from its end (from its start if it appears later), feeding
     each line to a StepMonitor; a fire becomes a Trigger in `events`."""
 
-    def __init__(self, path: str, monitor: StepMonitor, events: deque[Trigger]) -> None:
+    def __init__(
+        self,
+        path: str,
+        host_ms_of: Callable[[str], float | None],
+        monitor: StepMonitor,
+        events: deque[Trigger],
+    ) -> None:
         self.path = path
         self.monitor = monitor
         self.events = events
         self.listeners: list[list[str]] = []  # pending captures collecting the lines after
-        self._parser = StepParser()
+        self._host_ms_of = host_ms_of
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gilprof-steps", daemon=True)
 
@@ -126,11 +134,10 @@ class StepsFollower:
                 handle.close()
 
     def _line(self, line: str) -> None:
-        record = self._parser.parse_line(line)
         for listener in self.listeners:
             if len(listener) < LINES_AFTER:
                 listener.append(line)
-        fire = self.monitor.add(line, None if record is None else record.host_step_ms, now())
+        fire = self.monitor.add(line, self._host_ms_of(line), now())
         if fire is not None:
             self.events.append(Trigger("steps", now(), fire.detail, fire.lines))
 
@@ -188,8 +195,9 @@ class FlightRecorder:
     def run(self) -> int:
         """Sample until a run-ending trigger or --max-captures; the exit status."""
         follower = None
-        if self.options.steps_log and self.monitor is not None:
-            follower = StepsFollower(self.options.steps_log, self.monitor, self.events)
+        log, host_ms_of = self.options.steps_log, self.options.host_ms_of
+        if log and host_ms_of is not None and self.monitor is not None:
+            follower = StepsFollower(log, host_ms_of, self.monitor, self.events)
         with recorder_signals(self.events, self.stop):
             if follower is not None:
                 follower.start()

@@ -5,6 +5,13 @@ take_gil/drop_gil (benchmarks/uprobe_truth.py) record every GIL hand-off of the 
 process; the truth is cut to the lifetime of the `py-spy record` process, which is the
 window the reader's spans are cut to. Held and waiting shares must agree within
 share_tolerance: SHARE_Z binomial errors at the profile's tick count, plus STATES_MARGIN.
+
+One part of a wait is a band rather than an error: a waiter that is runnable but off every
+CPU while in take_gil's own code (not inside pthread_cond_wait) reads "running" in /proc,
+so the reader counts it native (benchmarks/accuracy/states_confusion.py shows every other
+reading matching the truth). The trace's scheduler events measure that time
+(waiting_runnable), and gilprof's wait may be short of the truth by that much: nothing on
+a quiet machine, 10-17 points of a 16-36% wait at a load average of 14-18 on 2 cores.
 """
 
 from __future__ import annotations
@@ -30,14 +37,13 @@ from tests.integration.conftest import (
     share_tolerance,
 )
 
-SECONDS = 6.0
+SECONDS = 4.0
 RATE = 200
-# Residual bias of the reader, on top of the sampling error. Measured on this workload
-# (docs/accuracy.md, "states mode against the kernel's truth"): a thread woken from its
-# GIL wait that is not yet back inside take_gil's condition variable, or that is between two
-# timed waits, reads as running native code for a few microseconds per hand-off, and the
-# reader's per-tick reads are microseconds apart rather than one snapshot.
-STATES_MARGIN = 0.03
+# Residual bias of the reader, on top of the sampling error and the band above: its reads
+# of one tick are microseconds apart rather than one snapshot, and a hand-off between two of
+# them can show the GIL held by nobody or by two threads (docs/accuracy.md, "states mode
+# against the kernel's truth").
+STATES_MARGIN = 0.02
 
 
 def uprobe_truth() -> ModuleType:
@@ -89,7 +95,8 @@ def test_held_and_waiting_match_the_kernel(spawn, tmp_path: Path, minor: str) ->
     assert ready[:1] == ["ready"], ready
     tids = {"loop": int(ready[2]), "ingress": int(ready[3])}
     out = tmp_path / "states.json"
-    with truth_module.GilTrace(target.pid) as trace:
+    trace = truth_module.start_trace(target.pid)
+    try:
         attach = spawn(
             gilprof_cmd(
                 "attach", "--pid", str(target.pid), "-d", f"{SECONDS:g}", "-r", str(RATE),
@@ -101,6 +108,9 @@ def test_held_and_waiting_match_the_kernel(spawn, tmp_path: Path, minor: str) ->
         _, err = attach.communicate(timeout=60)
         watch.done.set()
         watch.join()
+    finally:
+        trace.stop()
+    assert trace.sched, "the scheduler's tracepoints are needed for the band"
     assert attach.returncode == 0, err.decode()[-500:]
     assert trace.lost == 0
     windows = sorted((a, b) for a, b in watch.windows.values() if b > a)
@@ -122,14 +132,18 @@ def test_held_and_waiting_match_the_kernel(spawn, tmp_path: Path, minor: str) ->
     for name, tid in tids.items():
         held = sum(t.threads[tid].held_s for t in truths) / total
         waiting = sum(t.threads[tid].waiting_s for t in truths) / total
+        band = sum(t.threads[tid].waiting_runnable_s or 0.0 for t in truths) / total
         assert not any(t.threads[tid].silent for t in truths)
-        for metric, truth, measured in (
-            ("held", held, seen[name]["held_share"]),
-            ("wait", waiting, seen[name]["wait_share"] or 0.0),
+        for metric, truth, lo, measured in (
+            ("held", held, held, seen[name]["held_share"]),
+            ("wait", waiting, waiting - band, seen[name]["wait_share"] or 0.0),
         ):
             tolerance = share_tolerance(truth, ticks, STATES_MARGIN)
-            line = f"{name} {metric}: truth {truth:.3f}, gilprof {measured:.3f} (+-{tolerance:.3f})"
+            line = (
+                f"{name} {metric}: truth {lo:.3f}-{truth:.3f}, gilprof {measured:.3f} "
+                f"(+-{tolerance:.3f})"
+            )
             print(line)
-            if abs(measured - truth) > tolerance:
+            if not lo - tolerance <= measured <= truth + tolerance:
                 failures.append(line)
     assert not failures, failures

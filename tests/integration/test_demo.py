@@ -83,7 +83,12 @@ def test_demo_report_and_stdout_show_the_watched_function_and_host_step(demo_run
 def test_demo_report_opens_with_a_plain_language_summary(demo_run):
     out, _, _ = demo_run
     report = (out / "report.md").read_text()
-    assert report.startswith("## What the demo found")
+    # it leads with ms per step: the host step predicted from the before profile, measured
+    assert report.startswith("## Milliseconds per step")
+    lead = report.split("## What the demo found", 1)[0]
+    for part in ("predicted after", "measured after", "prediction error", "before  ", "after   "):
+        assert part in lead, part
+    assert re.search(r"before +\w+-bound: loop thread executor-loop busy on the host", lead)
     summary = report.split("### gilprof compare", 1)[0]
     for part in (
         "**What held the GIL.**",

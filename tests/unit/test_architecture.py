@@ -24,6 +24,7 @@ LINT_IMPORTS = [
 
 # Every module and folder directly under gilprof/ and the layer contract that places it.
 LAYERED = {
+    "pytest_plugin",
     "cli",
     "renderers",
     "recipes",

@@ -9,7 +9,7 @@ from gilprof.analysis.ranks import RankComparison
 from gilprof.analysis.table import WindowTable, build_table
 from gilprof.model import Mode, ThreadState
 from gilprof.profile import Profile
-from gilprof.renderers import register
+from gilprof.renderers import per_step, register
 from gilprof.renderers.flamegraph import MIN_SHARE, flame_json, held_flame, wait_flame
 from gilprof.renderers.html import esc, page, pct, table
 from gilprof.renderers.report import ReportData, shown_functions, verdict_lines
@@ -305,6 +305,10 @@ def render_html(data: ReportData, **_: Any) -> str:
         "<main>",
         f'<section id="answer"><h2>Answer</h2>{_answer(data, shares, names)}</section>',
     ]
+    if data.costs is not None:
+        body.append(
+            per_step.html_section(data.costs, data.savings, data.what_if, data.top, esc, table)
+        )
     legend = "".join(
         f'<span class="key" style="--c:{COLORS[k]}">{k}</span>'
         for k in COLORS

@@ -22,6 +22,10 @@ import sys
 import threading
 import time
 from datetime import datetime
+from typing import IO
+
+# the device's queue: (seconds, event set when done, [start, end] stamps); None stops it
+Steps = queue.Queue[tuple[float, threading.Event, list[float]] | None]
 
 
 def spin(seconds: float) -> int:
@@ -40,7 +44,7 @@ def removable_work(seconds: float) -> int:
     return spin(seconds)
 
 
-def device(steps: queue.Queue[tuple[float, threading.Event, list[float]] | None]) -> None:
+def device(steps: Steps) -> None:
     clock = 0.0
     while (item := steps.get()) is not None:
         seconds, done, stamps = item
@@ -62,7 +66,7 @@ def main() -> None:
     parser.add_argument("--log-off", help="iteration log once switched off")
     parser.add_argument("--off-seconds", type=float, default=3.0)
     args = parser.parse_args()
-    steps: queue.Queue[tuple[float, threading.Event, list[float]] | None] = queue.Queue()
+    steps: Steps = queue.Queue()
     threading.Thread(target=device, args=(steps,), name="device", daemon=True).start()
     print(f"pid={os.getpid()}", file=sys.stderr, flush=True)
     with open(args.log, "w") as log:
@@ -72,7 +76,7 @@ def main() -> None:
     steps.put(None)
 
 
-def run_loop(args: argparse.Namespace, steps: queue.Queue, log) -> None:  # type: ignore[type-arg]
+def run_loop(args: argparse.Namespace, steps: Steps, log: IO[str]) -> None:
     deadline = time.perf_counter() + args.duration
     removable = args.removable_ms / 1e3
     switched = False
@@ -101,7 +105,7 @@ def run_loop(args: argparse.Namespace, steps: queue.Queue, log) -> None:  # type
         prepare_batch(args.host_ms / 1e3)
         if removable > 0:
             removable_work(removable)
-        done, stamps = threading.Event(), []  # type: ignore[var-annotated]
+        done, stamps = threading.Event(), list[float]()
         steps.put((args.device_ms / 1e3, done, stamps))
         if previous is not None:
             previous[0].wait()

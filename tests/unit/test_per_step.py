@@ -1,0 +1,200 @@
+"""Cost per step and the what-if prediction, on hand-made states-mode profiles."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from gilprof.analysis.compare import IMPROVED, REGRESSED, UNCHANGED, compare_profiles
+from gilprof.analysis.per_step import compare_costs, loop_costs, parse_renames
+from gilprof.analysis.verdict import verdict
+from gilprof.analysis.what_if import RemovalSpec, parse_specs, predict
+from gilprof.errors import UsageError
+from gilprof.model import Frame, Mode, Sample, SamplingInfo, Target, ThreadState
+from gilprof.profile import Profile
+from gilprof.steps import rank_steps
+
+from .builders import steps_log
+
+LOOP, INGRESS = 1, 2
+HELD, WAITING, IDLE = ThreadState.HELD, ThreadState.WAITING, ThreadState.IDLE
+
+
+def _stack(tid: int, state: ThreadState, *names: str) -> Sample:
+    thread = "loop" if tid == LOOP else "ingress"
+    frames = tuple(
+        Frame(n.split(":")[0], "app.py", int(n.split(":")[1]) if ":" in n else 1) for n in names
+    )
+    return Sample(tid, thread, frames, 1, state)
+
+
+def states_profile(windows: list[list[tuple[Sample, float]]], window_s: float = 1.0) -> Profile:
+    """Each window: (sample, seconds) runs laid end to end per thread, in the given order.
+    The loop's held runs also become py-spy counts (one per 10 ms), lines included."""
+    profile = Profile(
+        Target(pid=1, rank=0, hostname="h", python="3.11.7"),
+        SamplingInfo(sampler="test", sampler_version="0", mode=Mode.STATES, rate_hz=100.0),
+    )
+    t = 0.0
+    for runs in windows:
+        clocks: dict[int, float] = {}
+        spans = []
+        counts = []
+        for sample, seconds in runs:
+            start = clocks.get(sample.tid, 0.0)
+            spans.append((sample, start, start + seconds))
+            clocks[sample.tid] = start + seconds
+            if sample.state is HELD:
+                counts.append(
+                    Sample(
+                        sample.tid, sample.thread_name, sample.frames, round(seconds * 100), HELD
+                    )
+                )
+        profile.add_window(t, t + window_s, window_s * 100, counts, spans)
+        t += window_s
+    profile.finish()
+    return profile
+
+
+def _window(f_s: float, blamed_s: float, wait_s: float = 0.0) -> list[tuple[Sample, float]]:
+    """The loop: f for f_s, then waits for the GIL blamed_s while ingress holds in `parse`,
+    then other work, then `wait_s` in a device wait; ingress idles, then holds."""
+    other = 1.0 - f_s - blamed_s - wait_s
+    return [
+        (_stack(LOOP, HELD, "loop", "f"), f_s),
+        (_stack(LOOP, WAITING, "loop", "rest"), blamed_s),
+        (_stack(LOOP, HELD, "loop", "rest"), other),
+        (_stack(LOOP, IDLE, "loop", "Event.wait"), wait_s),
+        (_stack(INGRESS, IDLE, "ingress", "poll"), f_s),
+        (_stack(INGRESS, HELD, "ingress", "parse"), blamed_s),
+        (_stack(INGRESS, IDLE, "ingress", "poll"), 1.0 - f_s - blamed_s),
+    ]
+
+
+@pytest.fixture
+def host_steps(tmp_path):
+    return rank_steps(str(steps_log(tmp_path / "s.log", 40.0, 10.0, n=60)), 0, 0)
+
+
+def _judge(profile: Profile, steps):
+    return verdict(profile, steps.host_step_ms.p50, None, loop_thread="^loop$")
+
+
+def test_cost_per_step_is_own_time_plus_blamed_wait_times_the_step(host_steps):
+    profile = states_profile([_window(0.3, 0.2) for _ in range(10)])
+    costs = loop_costs(profile, LOOP, host_steps)
+    step = host_steps.host_step_ms.mean
+    f = costs.find("f")
+    parse = costs.find("parse")
+    assert f is not None and parse is not None
+    assert f.own_share == pytest.approx(0.3) and f.blamed_share == 0
+    assert parse.own_share == 0 and parse.blamed_share == pytest.approx(0.2)
+    assert f.per_step_ms.value == pytest.approx(0.3 * step)
+    assert parse.per_step_ms.value == pytest.approx(0.2 * step)
+    assert f.per_request_ms is not None  # the log gives 4 scheduled requests per step
+    assert f.per_request_ms.value == pytest.approx(0.3 * step / 4)
+    assert costs.blame
+
+
+def test_what_if_host_bound_saves_the_cost(host_steps):
+    profile = states_profile([_window(0.3, 0.2) for _ in range(10)])
+    judged = _judge(profile, host_steps)
+    assert judged.bound == "host"
+    step = host_steps.host_step_ms.mean
+    alone = predict(profile, judged, host_steps, parse_specs(["f"]))
+    assert not alone.device_paced
+    assert alone.step_saving_ms.value == pytest.approx(0.3 * step)
+    both = predict(profile, judged, host_steps, parse_specs(["f,parse"]))
+    assert both.step_saving_ms.value == pytest.approx(0.5 * step)
+    assert both.step_after_ms.value == pytest.approx(0.5 * step)
+
+
+def test_what_if_device_bound_saves_nothing(tmp_path):
+    steps = rank_steps(str(steps_log(tmp_path / "d.log", 40.0, 38.0, n=60)), 0, 0)
+    profile = states_profile([_window(0.2, 0.0, wait_s=0.6) for _ in range(10)])
+    judged = _judge(profile, steps)
+    assert judged.bound == "device"
+    predicted = predict(profile, judged, steps, parse_specs(["f"]))
+    assert predicted.device_paced
+    assert predicted.saving_ms.value == pytest.approx(0.2 * steps.host_step_ms.mean)
+    assert predicted.step_saving_ms.value == pytest.approx(0.0)
+    assert "will not shorten the step" in predicted.note
+
+
+def test_a_line_removes_only_that_call_site(host_steps):
+    """f at line 5 calls `copy` (0.2 s per window), at line 9 runs itself (0.1 s)."""
+    runs = [
+        (_stack(LOOP, HELD, "loop", "f:5", "copy"), 0.2),
+        (_stack(LOOP, HELD, "loop", "f:9"), 0.1),
+        (_stack(LOOP, HELD, "loop", "rest"), 0.7),
+    ]
+    profile = states_profile([runs for _ in range(10)])
+    judged = _judge(profile, host_steps)
+    step = host_steps.host_step_ms.mean
+    predicted = predict(profile, judged, host_steps, [RemovalSpec("f", 5)])
+    assert predicted.step_saving_ms.value == pytest.approx(0.2 * step)
+    assert dict(predicted.line_fractions)["f:5"] == pytest.approx(2 / 3)
+
+
+def _noisy(count: int, seed: int = 7) -> Profile:
+    rng = random.Random(seed)
+    return states_profile([_window(rng.uniform(0.1, 0.5), 0.0) for _ in range(count)])
+
+
+def test_the_interval_widens_when_windows_are_few(host_steps):
+    widths = {}
+    for count in (40, 4):
+        saving = predict(
+            _noisy(count), _judge(_noisy(count), host_steps), host_steps, parse_specs(["f"])
+        ).saving_ms
+        widths[count] = saving.high - saving.low
+    assert math.isfinite(widths[4]) and widths[4] > 2 * widths[40] > 0
+    one = predict(_noisy(1), _judge(_noisy(1), host_steps), host_steps, parse_specs(["f"]))
+    assert one.saving_ms.low == -math.inf  # one window: no interval at all
+
+
+def test_compare_judges_on_cost_per_step_not_on_share(tmp_path):
+    """After: the loop is faster (less f per step) so ingress's share of wall time grows, but
+    its cost to the loop per step does not: not regressed. f's cost fell: improved."""
+    before_steps = rank_steps(str(steps_log(tmp_path / "b.log", 40.0, 10.0, n=60)), 0, 0)
+    # mean host steps 42 and 21 ms (the builder adds 0-4 ms)
+    after_steps = rank_steps(str(steps_log(tmp_path / "a.log", 19.0, 10.0, n=60)), 0, 0)
+    rng = random.Random(3)
+    before = states_profile([_window(0.5 + rng.uniform(-0.02, 0.02), 0.1) for _ in range(10)])
+    # the step halved: parse takes twice the share of wall time for the same ms per step
+    after = states_profile([_window(0.2 + rng.uniform(-0.02, 0.02), 0.2) for _ in range(10)])
+    costs = compare_costs(
+        loop_costs(before, LOOP, before_steps), loop_costs(after, LOOP, after_steps)
+    )
+    plain = compare_profiles(before, after)
+    judged = compare_profiles(before, after, costs=costs)
+    by_name = {c.name: c for c in judged.functions}
+    plain_by_name = {c.name: c for c in plain.functions}
+    assert plain_by_name["parse"].verdict == REGRESSED  # the share alone says so
+    assert by_name["parse"].verdict == UNCHANGED
+    assert by_name["parse"].share_verdict == REGRESSED
+    assert by_name["f"].verdict == IMPROVED
+    assert all(t.verdict in ("share up", "share down", UNCHANGED) for t in judged.threads)
+
+
+def test_renames_make_one_row(host_steps):
+    before = states_profile([[(_stack(LOOP, HELD, "loop", "f_before"), 1.0)]] * 4)
+    after = states_profile([[(_stack(LOOP, HELD, "loop", "f"), 1.0)]] * 4)
+    renames = {"f_before": "f"}
+    rows = {c.name for c in compare_profiles(before, after, renames=renames).functions}
+    assert "f" in rows and "f_before" not in rows
+    costs = compare_costs(
+        loop_costs(before, LOOP, host_steps, renames=renames), loop_costs(after, LOOP, host_steps)
+    )
+    assert ("f", "app.py") in costs.changes and ("f_before", "app.py") not in costs.changes
+
+
+def test_bad_specs_and_renames_are_usage_errors():
+    with pytest.raises(UsageError):
+        parse_renames(["no-equals"])
+    assert parse_renames(["a=b"]) == {"a": "b"}
+    assert parse_specs(["f:12,g"]) == (RemovalSpec("f", 12), RemovalSpec("g"))
+    with pytest.raises(UsageError):
+        RemovalSpec.parse(" ")
