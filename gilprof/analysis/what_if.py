@@ -145,6 +145,18 @@ def predict(
     usable = [i for i, seconds in enumerate(wall) if seconds > 0]
     if not usable:
         raise UsageError("the loop thread has no samples in the profile")
+    seen = {
+        spec
+        for spec in specs
+        for i in match_cache
+        if _callee(profile.stack_frames(i), spec.function)[0]
+    }
+    missing = [str(spec) for spec in specs if spec not in seen]
+    if missing:
+        raise UsageError(
+            f"--what-if {', '.join(missing)}: never on the loop thread's stack nor holding the "
+            "GIL while it waited; check the name (gilprof report --steps lists the costs)"
+        )
     unit = StepUnit.of(steps)
     period = unit.step_ms
     saving = scale(

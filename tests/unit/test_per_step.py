@@ -198,3 +198,9 @@ def test_bad_specs_and_renames_are_usage_errors():
     assert parse_specs(["f:12,g"]) == (RemovalSpec("f", 12), RemovalSpec("g"))
     with pytest.raises(UsageError):
         RemovalSpec.parse(" ")
+
+
+def test_a_function_the_loop_never_meets_is_a_usage_error(host_steps):
+    profile = states_profile([_window(0.3, 0.2) for _ in range(4)])
+    with pytest.raises(UsageError, match="nosuch"):
+        predict(profile, _judge(profile, host_steps), host_steps, parse_specs(["f,nosuch"]))
