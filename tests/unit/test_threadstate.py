@@ -182,3 +182,65 @@ def test_a_recording_keeps_runs_of_one_state_and_ends_a_gone_thread() -> None:
         assert all(b1 == a2 for (_, b1), (a2, _) in itertools.pairwise(mine))
     thread_2_end = max(b for t, _, _, b in runs if t == 2)
     assert thread_2_end < recording.t_last  # it was gone at the fourth tick
+
+
+class _FakeInterpreter:
+    """Two Python threads: 1 holds the GIL, 2 sleeps; counts the stack reads."""
+
+    pid = 0
+    gil = 0x1000
+
+    def __init__(self) -> None:
+        from gilprof.sampling.threadstate.target import PythonThread
+
+        self.list = {t: PythonThread(t, t, 0x100 * t, t) for t in (1, 2)}
+        self.stack_reads: list[int] = []
+
+    def threads(self):
+        return self.list
+
+    def gil_state(self):
+        return 1, 1, 0
+
+    def stack(self, tstate: int):
+        self.stack_reads.append(tstate // 0x100)
+        return (Frame("work" if tstate == 0x100 else "poll", "app.py", 1),)
+
+
+class _FakeFiles:
+    def __init__(self, lines: dict[int, list[bytes]]) -> None:
+        self.lines = lines
+
+    def read(self, tid: int) -> bytes:
+        return self.lines[tid].pop(0)
+
+    def keep_only(self, tids) -> None:
+        pass
+
+
+def test_a_thread_blocked_in_the_same_call_keeps_its_stack_without_a_read() -> None:
+    """Stacks are the reader's largest cost: one still blocked in the very same system call
+    (number, arguments, stack pointer, pc) is not read again; any change reads it."""
+    interpreter = _FakeInterpreter()
+    reader = StateReader.__new__(StateReader)
+    reader.__dict__.update(
+        interpreter=interpreter,
+        period=0.01,
+        threads={},
+        _threads_at=-1e9,
+        _last={},
+        _blocked_stacks={},
+        cond_check=True,
+    )
+    sleep = b"230 0x1 0x0 0x7ffd0 0x0 0x0 0x0 0x7ffc8 0x7f00\n"
+    other = b"230 0x1 0x0 0x7ffe0 0x0 0x0 0x0 0x7ffd8 0x7f00\n"
+    reader.files = _FakeFiles({1: [b"running\n"] * 4, 2: [sleep, sleep, other, b"running\n"]})
+    out = Recording()
+    readings = [reader.tick(float(i), out) for i in range(4)]
+    # thread 1 (running, the holder) is read at every tick; thread 2 at the first tick, not at
+    # the second (same call), again at the third (another stack pointer) and fourth (running)
+    assert interpreter.stack_reads.count(1) == 4
+    assert interpreter.stack_reads.count(2) == 3
+    assert out.stacks_reused == 1
+    assert readings[1][2] == readings[0][2]  # the reused reading is the one read then
+    assert readings[1][2][0] is ThreadState.IDLE and readings[1][2][1][-1].name == "clock_nanosleep"

@@ -60,6 +60,7 @@ class Recording:
     thread_reads: int = 0  # thread readings made (ticks x threads)
     holder_unknown: int = 0  # ticks with `locked` set and a holder none of the threads
     gil_waits_seen: int = 0  # thread readings in a futex on the GIL
+    stacks_reused: int = 0  # readings of a thread still blocked in the same call: no stack read
     woken_waiters: int = 0  # running readings counted as waiting (inside pthread_cond_wait)
     cond_mismatch: int = 0  # ticks whose condition-variable count could not be right
     cond_check_dropped: bool = False
@@ -83,6 +84,8 @@ class StateReader:
         self.threads: dict[int, PythonThread] = {}
         self._threads_at = -1e9
         self._last: dict[int, ThreadState] = {}
+        # tid -> (its /proc syscall line, its stack) of a thread read blocked: see tick()
+        self._blocked_stacks: dict[int, tuple[bytes, tuple[Frame, ...]]] = {}
         # glibc's condvar count of its waiters (target.Interpreter.gil_state); switched off
         # for the capture when it reads impossible values (see merge in backends.states)
         self.cond_check = True
@@ -165,10 +168,12 @@ class StateReader:
         activities: dict[int, Activity] = {}
         running: list[int] = []
         blocked_in_cond = 0
+        texts: dict[int, bytes] = {}
         for tid in self.threads:
             text = self.files.read(tid)
             if text is None:
                 continue
+            texts[tid] = text
             activity = activities[tid] = classify(text, gil)
             if activity.kind in (GIL_WAIT, GIL_SWITCH_WAIT):
                 states[tid] = ThreadState.WAITING
@@ -194,15 +199,30 @@ class StateReader:
         if running and self.cond_check:
             self._waiting_while_running(running, in_cond_wait - blocked_in_cond, states, out)
         readings: dict[int, tuple[ThreadState, tuple[Frame, ...]]] = {}
+        blocked: dict[int, tuple[bytes, tuple[Frame, ...]]] = {}
         for tid, state in states.items():
             thread = self.threads[tid]
-            try:
-                frames = interpreter.stack(thread.tstate)
-            except MemoryReadError:
-                frames = ()  # the stack changed under the read: the state still counts
-            if state is ThreadState.IDLE:  # where it waits: a device wait, a sleep, I/O
-                frames += _idle_frames(activities[tid])
+            activity = activities[tid]
+            cached = self._blocked_stacks.get(tid)
+            if cached is not None and activity.kind != RUNNING and cached[0] == texts[tid]:
+                # Blocked in the same system call as at the last tick, with the same
+                # arguments, stack pointer and program counter: it has not run Python code
+                # since (or came back to the very same call), so its stack is the one read
+                # then. Most threads of an engine rank sit blocked, and a stack read is the
+                # reader's largest cost per thread.
+                frames = cached[1]
+                out.stacks_reused += 1
+            else:
+                try:
+                    frames = interpreter.stack(thread.tstate)
+                except MemoryReadError:
+                    frames = ()  # the stack changed under the read: the state still counts
+                if state is ThreadState.IDLE:  # where it waits: a device wait, a sleep, I/O
+                    frames += _idle_frames(activity)
+            if activity.kind != RUNNING and frames:
+                blocked[tid] = (texts[tid], frames)
             readings[thread.profile_id] = (state, frames)
+        self._blocked_stacks = blocked
         self._last = states
         out.ticks += 1
         out.thread_reads += len(readings)
