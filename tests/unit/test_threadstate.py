@@ -234,7 +234,7 @@ def test_a_thread_blocked_in_the_same_call_keeps_its_stack_without_a_read() -> N
     )
     sleep = b"230 0x1 0x0 0x7ffd0 0x0 0x0 0x0 0x7ffc8 0x7f00\n"
     other = b"230 0x1 0x0 0x7ffe0 0x0 0x0 0x0 0x7ffd8 0x7f00\n"
-    reader.files = _FakeFiles({1: [b"running\n"] * 4, 2: [sleep, sleep, other, b"running\n"]})
+    reader.files = _FakeFiles({1: [b"running\n"] * 4, 2: [sleep, sleep, other, b"running\n"]})  # type: ignore[assignment]
     out = Recording()
     readings = [reader.tick(float(i), out) for i in range(4)]
     # thread 1 (running, the holder) is read at every tick; thread 2 at the first tick, not at
