@@ -46,3 +46,8 @@ class BudgetFailed(GilprofError, exit_code=1):
 # Exit statuses that are outcomes rather than errors: the profile was written in both cases.
 EXIT_PARTIAL = 6  # the target exited before --duration ended: the profile covers less time
 EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM stopped sampling; the profile is marked partial
+
+
+class WaitInterrupted(GilprofError, exit_code=EXIT_INTERRUPTED):
+    """SIGINT/SIGTERM while waiting for a rank or a start trigger: nothing was sampled,
+    nothing is written."""

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from gilprof.errors import TargetError, UsageError
+from gilprof.errors import TargetError, UsageError, WaitInterrupted
 from gilprof.sampling.discover import ProcessInfo, Selection, resolve_target
 from gilprof.sampling.processes import Child
 
@@ -57,18 +57,28 @@ class LaunchedJob:
     ) -> ProcessInfo:
         deadline = time.monotonic() + timeout
         last_error = "no Python process started yet"
+        candidate: ProcessInfo | None = None
         while time.monotonic() < deadline:
             if stop.is_set():
-                raise TargetError("interrupted while waiting for the job's ranks")
+                raise WaitInterrupted(
+                    "interrupted while waiting for the job's ranks: nothing sampled, no profile written"
+                )
             if self.proc.poll() is not None:
                 raise TargetError(
                     f"the job exited with code {self.proc.returncode} before "
                     f"rank {rank if rank is not None else 0} could be sampled"
                 )
             try:
-                return resolve_target(pid=self.pid, rank=rank, selection=selection)
+                found = resolve_target(pid=self.pid, rank=rank, selection=selection)
             except TargetError as exc:
-                last_error = str(exc)
+                last_error, candidate = str(exc), None
+            else:
+                # The same answer twice, 0.1 s apart: a process caught mid-exec (its command
+                # line unreadable for an instant, or a launcher before it renames itself)
+                # can look like a plain Python process for one look, never for two.
+                if candidate is not None and candidate.pid == found.pid:
+                    return found
+                candidate = found
             stop.wait(0.1)
         raise TargetError(
             f"timed out after {timeout:g} s waiting for the rank to start: {last_error}"

@@ -27,7 +27,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import IO, Protocol
 
-from gilprof.errors import EXIT_INTERRUPTED, GilprofError, TargetError, UsageError
+from gilprof.errors import (
+    TargetError,
+    UsageError,
+    WaitInterrupted,
+)
 from gilprof.model import StartTrigger
 from gilprof.redact import redact_line
 
@@ -41,10 +45,6 @@ _POLLS_AFTER_END = 5
 
 class TriggerNotFired(TargetError):
     """The job or target ended, or --start-timeout passed, before the trigger fired."""
-
-
-class WaitInterrupted(GilprofError, exit_code=EXIT_INTERRUPTED):
-    """SIGINT/SIGTERM during the wait: nothing was sampled, nothing is written."""
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,9 @@ def resolve_target(
         proc = _process(pid)
         if pid == os.getpid():
             raise TargetError(f"PID {pid} is this gilprof process; give the PID of the target")
+        if not _command_line(proc):
+            # mid-exec (or gone): which program it is cannot be told yet
+            raise TargetError(f"PID {pid}: its command line cannot be read yet")
         if is_python(proc) and not is_launcher(proc) and not is_exec_parent(proc):
             return _with_role([describe(proc, selection.rules)], selection.role, f"PID {pid}")[0]
         name = proc.name()
@@ -208,3 +211,10 @@ def _choose(
         f"{_list_candidates(cands)}; choose one with --pid, --rank, --role, --job "
         "or --match"
     )
+
+
+def _command_line(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
