@@ -128,8 +128,9 @@ def decide(
     """The verdict with its reason and, when undetermined, the command that would decide."""
     name = loop.thread.name
     resample = (
-        f"gilprof attach {target_hint} --mode contention -d 20 -o loop.json "
-        f"(or --mode wall), then gilprof report loop.json --steps LOG"
+        f"gilprof attach {target_hint} --mode states -d 20 -o loop.json "
+        f"(the default: every thread's state, without pausing), then "
+        f"gilprof report loop.json --steps LOG"
     )
     bound, command = UNDETERMINED, None
     busy = loop.busy

@@ -115,7 +115,7 @@ def _run(name: str, problem: dict[str, Any]) -> tuple[str, Any, dict[int, int]]:
     return outcome[0], outcome[1], reads
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(routing_problems())
 def test_all_variants_assign_identically_and_read_as_documented(problem: dict[str, Any]) -> None:
     runs = {name: _run(name, problem) for name in VARIANTS}

@@ -139,7 +139,7 @@ def test_gil_mode_proves_host_bound_only_from_a_held_share_near_one():
     v = _judge(half)
     assert v.bound == UNDETERMINED and v.device_wait_share is None
     assert "at most 45%" in v.reason  # of its non-held time, GIL wait is bounded by others' hold
-    assert "--mode contention" in (v.command or "")
+    assert "--mode states" in (v.command or "")
 
 
 def test_the_loop_thread_is_chosen_by_measurement_not_by_busyness_alone():
