@@ -179,7 +179,7 @@ def runnable_spans(mine: Sequence[Event], t0: float, t1: float) -> list[Interval
     return out
 
 
-def _intersection(a: list[Interval], b: list[Interval]) -> list[Interval]:
+def intersection(a: list[Interval], b: list[Interval]) -> list[Interval]:
     """Where two sorted, disjoint interval lists overlap."""
     out: list[Interval] = []
     i = j = 0
@@ -196,7 +196,7 @@ def _intersection(a: list[Interval], b: list[Interval]) -> list[Interval]:
 
 def _intersect_s(a: list[Interval], b: list[Interval]) -> float:
     """Seconds where two sorted, disjoint interval lists overlap."""
-    return sum(hi - lo for lo, hi in _intersection(a, b))
+    return sum(hi - lo for lo, hi in intersection(a, b))
 
 
 def thread_intervals(
@@ -260,7 +260,7 @@ def truth_from_events(
             outside = s[OUTSIDE]
             idle = _intersect_s(outside, asleep_spans(sched.get(tid, []), t0, t1))
             native = sum(b - a for a, b in outside) - idle
-            ambiguous = _intersection(s[WAITING], runnable_spans(sched.get(tid, []), t0, t1))
+            ambiguous = intersection(s[WAITING], runnable_spans(sched.get(tid, []), t0, t1))
             waiting_runnable = sum(b - a for a, b in ambiguous)
             runnable_by_holder = _overlap_by_holder(ambiguous, others)
         threads[tid] = ThreadTruth(

@@ -38,7 +38,16 @@ _common.ensure_gilprof_importable()
 
 # This script schedules the phases and summarizes them; overhead_phases runs the job, tails
 # rank 0's log and runs one phase.
-from overhead_phases import CONFIGS, Config, ExampleJob, Phase, StepLogTail, TimedStep, run_phase  # noqa: E402
+from overhead_phases import (  # noqa: E402
+    CONFIGS,
+    Config,
+    ExampleJob,
+    Phase,
+    StepLogTail,
+    TimedStep,
+    rotated_schedule,
+    run_phase,
+)
 
 from gilprof.stats import median_difference_ci, quantiles  # noqa: E402
 
@@ -146,15 +155,9 @@ def summarize(phases: list[Phase]) -> dict[str, Any]:
 
 
 def schedule(rounds: int, only: list[str] | None = None) -> list[Config]:
-    """Each round: unsampled, then the sampled configurations (`only` these keys, if given),
-    rotated one place per round so that no configuration always follows the same one; one
-    more unsampled phase at the end."""
-    unsampled, sampled = CONFIGS[0], [c for c in CONFIGS[1:] if not only or c.key in only]
-    order: list[Config] = []
-    for r in range(rounds):
-        shift = r % len(sampled)
-        order += [unsampled, *sampled[shift:], *sampled[:shift]]
-    return [*order, unsampled]
+    """rotated_schedule over the sampled configurations (`only` these keys, if given)."""
+    sampled = [c for c in CONFIGS[1:] if not only or c.key in only]
+    return rotated_schedule(CONFIGS[0], sampled, rounds)
 
 
 def run(options: argparse.Namespace) -> dict[str, Any]:

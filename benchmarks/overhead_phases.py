@@ -186,6 +186,16 @@ class ExampleJob:
         self.proc.wait(timeout=10)
 
 
+def rotated_schedule(unsampled: Config, sampled: list[Config], rounds: int) -> list[Config]:
+    """Each round: unsampled, then the sampled configurations rotated one place per round so
+    that no configuration always follows the same one; one more unsampled phase at the end."""
+    order: list[Config] = []
+    for r in range(rounds):
+        shift = r % len(sampled)
+        order += [unsampled, *sampled[shift:], *sampled[:shift]]
+    return [*order, unsampled]
+
+
 class SamplerWatch:
     """When the `py-spy record` children of one gilprof process ran, and their CPU time.
 

@@ -37,7 +37,7 @@ from _common import BenchmarkError
 _common.ensure_gilprof_importable()
 
 from overhead import _config_row, assign_steps  # noqa: E402
-from overhead_phases import Config, Phase, TimedStep, run_phase  # noqa: E402
+from overhead_phases import Config, Phase, TimedStep, rotated_schedule, run_phase  # noqa: E402
 
 from gilprof.stats import quantiles  # noqa: E402
 
@@ -73,11 +73,7 @@ SAMPLED = (
 
 
 def schedule(rounds: int) -> list[Config]:
-    order: list[Config] = []
-    for r in range(rounds):
-        shift = r % len(SAMPLED)
-        order += [UNSAMPLED, *SAMPLED[shift:], *SAMPLED[:shift]]
-    return [*order, UNSAMPLED]
+    return rotated_schedule(UNSAMPLED, list(SAMPLED), rounds)
 
 
 def run(options: argparse.Namespace) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent.parent)]
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent.parent)]
 
 from accuracy_truth import truth_over  # noqa: E402
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gil_truth_events import intersection  # benchmarks/, on sys.path (run.py)
+
 Interval = tuple[float, float]
 
 
@@ -57,21 +59,6 @@ def _merged(intervals: list[Interval]) -> list[Interval]:
         else:
             merged.append((s, e))
     return merged
-
-
-def _intersection(a: list[Interval], b: list[Interval]) -> list[Interval]:
-    """Where two sorted, disjoint interval lists overlap."""
-    out: list[Interval] = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
 
 
 @dataclass(frozen=True)
@@ -208,8 +195,8 @@ def truth_over(record: dict[str, Any], windows: Sequence[Interval]) -> Truth:
     maybe = {name: held[name] + before[name] + after[name] for name in threads}
     functions = {
         fn: (
-            _clip(_intersection(_merged(calls), _merged(held[name])), windows) / wall,
-            _clip(_intersection(_merged(calls), _merged(maybe[name])), windows) / wall,
+            _clip(intersection(_merged(calls), _merged(held[name])), windows) / wall,
+            _clip(intersection(_merged(calls), _merged(maybe[name])), windows) / wall,
         )
         for name, t in threads.items()
         for fn, calls in t["calls"].items()

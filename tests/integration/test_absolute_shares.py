@@ -164,10 +164,13 @@ def _check_short_holds_at_normal_priority(run: Run) -> None:
     # Short holds read low, never high...
     limit = share_tolerance(burst.truth_hi, run.ticks, GIL_MARGIN)
     assert burst.measured <= burst.truth_hi + limit, burst
-    # ...and the ticks missed go to the spinner, which held the GIL next: its share is off
-    # by at most what the burst thread lost.
+    # ...and the ticks missed go to the spinner, which held the GIL next, or to the
+    # hand-off itself (the moment a late sampler gets a core is when a target thread
+    # blocks): the spinner's share and the utilization are each off by at most what the
+    # burst thread lost. (A CI run read utilization 97.9% for 99.3-100%: 1.4 points over a
+    # 1.39 limit that left out the second way.)
     _check(run, "spin-0", "held", GIL_MARGIN + burst.truth_hi)
-    _check(run, "(any thread)", "utilization", GIL_MARGIN)
+    _check(run, "(any thread)", "utilization", GIL_MARGIN + burst.truth_hi)
 
 
 def test_gil_mode_sampler_at_normal_priority_is_recorded_and_told(tmp_path):

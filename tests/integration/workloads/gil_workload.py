@@ -32,6 +32,9 @@ def spin(n: int) -> int:
 
 WORK_LOCK = threading.Lock()
 TOTALS: dict[str, float] = {}
+# --ingress-unlocked: ingress computes without the work lock, so it waits for the GIL
+# whenever the loop computes (a target for the waiters' pictures; its truth is not kept)
+UNLOCKED = False
 
 
 def measured(name: str, work: int) -> None:
@@ -53,6 +56,9 @@ def _balance_requests_across_ranks(work: int) -> None:
 
 
 def ingress_work(work: int) -> None:
+    if UNLOCKED:  # contends for the GIL itself (no truth kept for it)
+        spin(work)
+        return
     measured("thread:ingress", work)
 
 
@@ -78,7 +84,10 @@ def main() -> int:
     parser.add_argument("--broadcast-work", type=int, default=40_000)
     parser.add_argument("--route-work", type=int, default=15_000)
     parser.add_argument("--ingress-work", type=int, default=20_000)
+    parser.add_argument("--ingress-unlocked", action="store_true")
     args = parser.parse_args()
+    global UNLOCKED
+    UNLOCKED = args.ingress_unlocked
     if args.pidfile:
         rank = os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "-"))
         with open(f"{args.pidfile}.{rank}", "w") as handle:
