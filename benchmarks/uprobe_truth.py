@@ -159,6 +159,17 @@ class GilTrace:
         self.stop()
 
     def start(self) -> None:
+        """Start bpftrace and wait until its probes are attached. A start that hangs (seen
+        twice in a row on this machine, then not again: bpftrace printed nothing) is
+        retried once; the error says what bpftrace printed."""
+        try:
+            self._start_once(READY_TIMEOUT_S / 2)
+        except TruthError as exc:
+            if "in time" not in str(exc):
+                raise
+            self._start_once(READY_TIMEOUT_S / 2)
+
+    def _start_once(self, timeout: float) -> None:
         # O_APPEND: bpftrace shares this file's offset, which the ready check moves to read
         self._out = tempfile.TemporaryFile("a+")  # noqa: SIM115 (closed in stop)
         self._proc = subprocess.Popen(
@@ -168,7 +179,7 @@ class GilTrace:
             text=True,
             start_new_session=True,  # a Ctrl-C of the caller is ours to pass on
         )
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:  # BEGIN fires once every probe is attached
             self._out.seek(0)
             if any(line.startswith("ready") for line in self._out):
@@ -178,7 +189,8 @@ class GilTrace:
                 raise TruthError(f"bpftrace exited: {err.strip()[-300:]}")
             time.sleep(0.05)
         self.stop()
-        raise TruthError("bpftrace did not attach its probes in time")
+        said = " ".join(self.stderr.split())[-300:] or "nothing on stderr"
+        raise TruthError(f"bpftrace did not attach its probes in time ({timeout:.0f} s; {said})")
 
     def stop(self) -> None:
         proc, out = self._proc, self._out

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from gil_truth_events import intersection  # benchmarks/, on sys.path (run.py)
+# gil_truth_events lives one folder up (benchmarks/), whoever imports this module
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gil_truth_events import intersection
 
 Interval = tuple[float, float]
 

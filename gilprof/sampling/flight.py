@@ -316,7 +316,9 @@ class FlightRecorder:
             reason = trigger.detail
         profile.finish(partial=reason is not None, partial_reason=reason)
         try:
-            profile.save(path)
+            # a gilprof.profile/2 stream, as `attach` writes: a record per window, so that
+            # writing a capture of many minutes does not build it as one document first
+            profile.save(path, version=2)
         except (OSError, GilprofError) as exc:
             self.observer.message(f"capture {self.captures} not written: {exc}")
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from array import array
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -17,7 +18,7 @@ from datetime import datetime, timedelta
 
 from gilprof.errors import UsageError
 from gilprof.model import Sample, SamplingInfo, Target
-from gilprof.profile import Profile, Window
+from gilprof.profile import Counts, Profile, Runs, Window
 
 _SPAN_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_S = {None: 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -182,7 +183,9 @@ class WindowRing:
         samples: Iterable[Sample],
         spans: Iterable[tuple[Sample, float, float]] = (),
     ) -> Window:
-        return self.profile.add_window(t0, t1, ticks, samples, spans)
+        window = self.profile.add_window(t0, t1, ticks, samples, spans)
+        compact_window(window)
+        return window
 
     def trim(self, before: float) -> None:
         """Drop the windows that ended before `before`; compact when the tables outgrew them."""
@@ -206,6 +209,28 @@ class WindowRing:
         out = copy_windows(self.profile, kept, shift)
         out.sampling = sampling
         return out
+
+
+def compact_window(window: Window) -> None:
+    """Keep a window's counts and spans as arrays (Counts, Runs), as a loaded profile does:
+    a span as a tuple of four objects costs ~150 bytes, in arrays 24. A recorder keeping
+    5 minutes of a rank with a few threads holds ~10^5 spans, and this is most of its memory."""
+    if isinstance(window.counts, dict):
+        keys = array("q", window.counts.keys())
+        window.counts = Counts(keys, array("q", window.counts.values()))
+    if isinstance(window.spans, list):
+        per_thread: dict[int, tuple[array[int], array[int], array[int]]] = {}
+        for tid, stack, a, b in window.spans:
+            arrays = per_thread.get(tid)
+            if arrays is None:
+                arrays = per_thread[tid] = (array("q"), array("q"), array("q"))
+            arrays[0].append(stack)
+            arrays[1].append(round(a * 1e6))
+            arrays[2].append(round(b * 1e6))
+        runs = Runs()
+        for tid, (stacks, starts, ends) in per_thread.items():
+            runs.add(tid, stacks, starts, ends)
+        window.spans = runs
 
 
 def _used_stacks(windows: Iterable[Window]) -> set[int]:
@@ -235,9 +260,9 @@ def copy_windows(source: Profile, windows: list[Window], shift: float) -> Profil
             key = index_of(stack)
             counts[key] = counts.get(key, 0) + count
         spans = [(tid, index_of(k), a - shift, b - shift) for tid, k, a, b in window.spans]
-        out.windows.append(
-            Window(window.t0 - shift, window.t1 - shift, window.ticks, counts, spans)
-        )
+        copied = Window(window.t0 - shift, window.t1 - shift, window.ticks, counts, spans)
+        compact_window(copied)
+        out.windows.append(copied)
     return out
 
 

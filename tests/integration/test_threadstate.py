@@ -92,6 +92,20 @@ def test_a_layout_that_does_not_match_the_process_is_refused(spawn, tmp_path, mo
     reader.close()
 
 
+def test_condition_variable_counts_that_disagree_with_the_kernel_are_refused(
+    spawn, tmp_path, monkeypatch
+):
+    # The workload's spinner waits for the GIL: /proc shows it blocked on the GIL's
+    # condition variable. Read the waiter count from a field that stays 0 (__g_size) and
+    # the count and the kernel disagree at every look: the check must refuse.
+    pid = start_states(spawn, tmp_path, require_interpreter("12"))
+    monkeypatch.setattr(target_mod, "COND_WREFS", 24)
+    with pytest.raises(StatesUnavailable, match="condition variables count other waiters"):
+        open_interpreter(pid)
+    monkeypatch.undo()
+    open_interpreter(pid).memory.close()  # the real offset passes the same check
+
+
 def test_a_free_threaded_build_is_refused_with_what_to_use(spawn, tmp_path, monkeypatch):
     pid = start_states(spawn, tmp_path, require_interpreter("13"))
     real = lay.debug_offsets_layout

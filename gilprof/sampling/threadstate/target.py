@@ -32,8 +32,15 @@ from gilprof.sampling.threadstate.layout import (
     debug_offsets_version,
     table_layout,
 )
+from gilprof.sampling.threadstate.syscalls import (
+    GIL_SWITCH_WAIT,
+    GIL_WAIT,
+    SyscallFiles,
+    classify,
+)
 
 MAX_THREADS = 4096
+WAITER_LOOKS = 20  # looks at the GIL's waiters when a target is checked
 MAX_DEPTH = 128  # frames read per stack; deeper stacks keep their innermost MAX_DEPTH
 _MAX_NAME = 1024
 _X86_64 = 62
@@ -391,6 +398,39 @@ def check(interpreter: Interpreter, debug_gil: dict[str, int]) -> None:
         raise StatesUnavailable(f"{refuse}: the GIL's holder is none of its threads")
     if not any(_has_code(interpreter, thread.tstate) for thread in threads.values()):
         raise StatesUnavailable(f"{refuse}: no thread's frame points at a code object")
+    _check_gil_waiters(interpreter, threads, refuse)
+
+
+def _check_gil_waiters(
+    interpreter: Interpreter, threads: dict[int, PythonThread], refuse: str
+) -> None:
+    """The GIL's waiters as the kernel shows them must agree with the condition variables'
+    own count: the threads /proc shows blocked in futex on the GIL's cond or switch_cond
+    are inside pthread_cond_wait, so glibc's __wrefs count of those two cannot be lower,
+    nor higher than the thread count. One look can catch a waiter between the two reads;
+    a layout (or a libc) that reads them wrong disagrees at most looks. A target with no
+    waiter passes trivially: the reader keeps checking at every tick (reader.py)."""
+    files = SyscallFiles(interpreter.pid)
+    wrong = 0
+    try:
+        for _ in range(WAITER_LOOKS):
+            blocked = 0
+            for tid in threads:
+                activity = classify(files.read(tid) or b"", interpreter.gil)
+                in_gil_cond = activity.kind in (GIL_WAIT, GIL_SWITCH_WAIT)
+                blocked += in_gil_cond and activity.syscall == "cond"
+            try:
+                _, _, counted = interpreter.gil_state()
+            except MemoryReadError:
+                raise StatesUnavailable(f"{refuse}: the GIL is not readable") from None
+            wrong += counted > len(threads) or blocked > counted
+    finally:
+        files.close()
+    if wrong > WAITER_LOOKS // 2:
+        raise StatesUnavailable(
+            f"{refuse}: the GIL's condition variables count other waiters than the kernel "
+            f"shows blocked on them ({wrong} of {WAITER_LOOKS} looks; not glibc's layout?)"
+        )
 
 
 def _has_code(interpreter: Interpreter, tstate: int) -> bool:
