@@ -154,7 +154,6 @@ class Child:
         pass_fds: Sequence[int] = (),
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
-        realtime_priority: int | None = None,
     ) -> None:
         if group not in ("same", "new", "session"):
             raise ValueError(f"unknown process group choice {group!r}")
@@ -165,11 +164,6 @@ class Child:
             if group == "new":
                 os.setpgid(0, 0)
             die_with_parent()
-            if realtime_priority is not None:
-                # SCHED_FIFO (a sampler that must wake on time); where it is not permitted the
-                # child runs at normal priority: the caller reads the policy it got.
-                with contextlib.suppress(OSError):
-                    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(realtime_priority))
 
         self.proc: subprocess.Popen[bytes] = subprocess.Popen(
             list(argv),

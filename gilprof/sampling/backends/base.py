@@ -7,6 +7,7 @@ statistics of `compare` need (samples close in time are correlated; windows are 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import resource
@@ -145,25 +146,32 @@ def scheduling_of(pid: int, reason: str) -> str:
 
 
 @contextmanager
-def _sampler_process(
-    cmd: list[str], settings: SamplerSettings | None = None
-) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """Start a sampler in its own session, and kill it (and its group) on the way out;
-    yields the process and its scheduling ("SCHED_FIFO 10" or "normal (why)").
+def _sampler_process(cmd: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+    """Start a sampler in its own session, and kill it (and its group) on the way out.
 
     Own session: a terminal's Ctrl-C reaches gilprof only, which then stops the sampler itself
     with SIGINT so that the sampler still writes its file. The kernel kills it if gilprof dies.
     """
-    priority, reason = realtime_priority(settings) if settings is not None else (None, "")
     with child_process(
         cmd,
         group="session",
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        realtime_priority=priority,
     ) as child:
-        yield child.proc, scheduling_of(child.pid, reason)
+        yield child.proc
+
+
+def raise_to_realtime(pid: int, priority: int) -> None:
+    """Every thread of `pid` to SCHED_FIFO `priority` (a thread it starts later inherits
+    it); where the kernel refuses, it runs on at normal priority (scheduling_of tells)."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return
+    for tid in tids:
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
 
 
 @dataclass
@@ -206,12 +214,27 @@ def run_sampler(
     settings: SamplerSettings | None = None,
     clean: Callable[[str], str] = str.strip,
 ) -> SamplerRun:
-    """Run a sampler (at real-time priority if `settings` ask for it and the kernel allows)
-    for `seconds` after the output line for which `is_start` holds, or until `stop` is set;
-    returns once it has exited, with its output (stdout with stderr merged in)."""
-    with _sampler_process(cmd, settings) as (proc, priority):
-        run = _drive(proc, is_start, seconds, stop, clean)
-    run.priority = priority
+    """Run a sampler for `seconds` after the output line for which `is_start` holds, or
+    until `stop` is set; returns once it has exited, with its output (stdout with stderr
+    merged in).
+
+    Where `settings` ask for real-time priority and the kernel allows it, the sampler is
+    raised to SCHED_FIFO when it prints that line, not before: its start-up (reading the
+    target's maps and symbols, ~80 ms of CPU per window for py-spy) then runs at normal
+    priority, where it takes an idle core if there is one instead of preempting the
+    target's thread on the core it last ran on (a SCHED_FIFO task wakes where it last ran).
+    """
+    priority, reason = realtime_priority(settings) if settings is not None else (None, "")
+    scheduling = [f"normal ({reason or 'it never started sampling'})"]
+    with _sampler_process(cmd) as proc:
+
+        def on_start() -> None:
+            if priority is not None:
+                raise_to_realtime(proc.pid, priority)
+            scheduling[0] = scheduling_of(proc.pid, reason)  # what it got, read back
+
+        run = _drive(proc, is_start, seconds, stop, clean, on_start)
+    run.priority = scheduling[0]
     return run
 
 
@@ -221,6 +244,7 @@ def _drive(
     seconds: float | None,
     stop: threading.Event,
     clean: Callable[[str], str],
+    on_start: Callable[[], None] = lambda: None,
 ) -> SamplerRun:
     """Both samplers write their output when they receive SIGINT, so a window is ended
     that way."""
@@ -238,6 +262,7 @@ def _drive(
                 text = clean(raw.decode("utf-8", "replace"))
                 if text and is_start(text) and not started.is_set():
                     start_time[0] = time.monotonic()
+                    on_start()
                     started.set()
                 lines.append(text)  # blank ones too: austin separates its messages by them
         if buffer.strip():
