@@ -36,6 +36,7 @@ from dataclasses import replace
 from gilprof.errors import SamplerError
 from gilprof.model import Frame, Mode, Sample, ThreadState
 from gilprof.sampling.backends.base import (
+    REALTIME_OFF,
     Backend,
     SamplerRun,
     SamplerSettings,
@@ -76,9 +77,10 @@ NORMAL_PRIORITY_NOTE = (
     "sampler not at real-time priority ({priority}): GIL holds shorter than ~1 ms right "
     "after a sleep or I/O read low, on an idle machine down to a tenth of their share "
     "(measured: 0.4-1.1% of wall for a truth of 3.2%; at SCHED_FIFO within 0.5 points), and the "
-    "ticks missed go to the thread that held the GIL next; longer holds are unaffected. Run "
-    "gilprof as root or with CAP_SYS_NICE to sample at SCHED_FIFO priority"
+    "ticks missed go to the thread that held the GIL next; longer holds are unaffected. {fix}"
 )
+FIFO_FIX = "Run gilprof as root or with CAP_SYS_NICE to sample at SCHED_FIFO priority"
+FIFO_FIX_OFF = "Leave out --no-realtime to sample at SCHED_FIFO priority"
 # Measured tick by tick (benchmarks/accuracy/accuracy_ticks.py, docs/accuracy.md): py-spy
 # 0.4.3 stops the target's threads one at a time, and a thread asleep in a system call must
 # get a core to stop, so the threads not yet stopped run on meanwhile.
@@ -303,7 +305,13 @@ class PySpyBackend(Backend):
             self._tell(pid, result, "blocking", CONTENTION_NOTE)
         elif result.priority.startswith("normal") and "blocking" not in result.priority:
             self._tell(
-                pid, result, "priority", NORMAL_PRIORITY_NOTE.format(priority=result.priority)
+                pid,
+                result,
+                "priority",
+                NORMAL_PRIORITY_NOTE.format(
+                    priority=result.priority,
+                    fix=FIFO_FIX_OFF if REALTIME_OFF in result.priority else FIFO_FIX,
+                ),
             )
 
     def _tell(self, pid: int, result: WindowResult, topic: str, message: str) -> None:
