@@ -225,6 +225,11 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
+
+    def terminated(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)  # runs the clean-up: gilprof resumed, then stopped
+
+    signal.signal(signal.SIGTERM, terminated)
     try:
         result = run(options)
     except BenchmarkError as exc:
