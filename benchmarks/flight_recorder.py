@@ -73,6 +73,7 @@ class Report:
     settings: dict[str, Any]
     captures: list[CaptureFigures] = field(default_factory=list)
     rss_mb: dict[str, float] = field(default_factory=dict)
+    rss_mb_by_minute: list[float] = field(default_factory=list)  # at the end of each minute
     cpu_s_per_hour: float = 0.0
     cpu_s_per_hour_with_pyspy: float = 0.0
     watch_exit: int | None = None
@@ -217,6 +218,8 @@ def _drive(options: argparse.Namespace, report: Report, watch: Any, flag: Path) 
             key = f"{mark:g} min"
             if key not in report.rss_mb and elapsed >= mark * 60 - 1:
                 report.rss_mb[key] = round(rss, 1)
+        if elapsed >= 60 * (len(report.rss_mb_by_minute) + 1):  # whether it grows, and when
+            report.rss_mb_by_minute.append(round(rss, 1))
         time.sleep(1.0)
     report.cpu_s_per_hour = round(cpu * 60 / options.minutes, 1)
 
@@ -289,6 +292,7 @@ def print_report(report: Report) -> None:
     ]
     notes = [
         f"RSS of gilprof watch: {', '.join(f'{k} {v} MB' for k, v in report.rss_mb.items())}",
+        f"RSS at the end of each minute (MB): {' '.join(f'{v:g}' for v in report.rss_mb_by_minute)}",
         f"CPU: {report.cpu_s_per_hour} s/hour (gilprof), {report.cpu_s_per_hour_with_pyspy} "
         "s/hour with its py-spy processes",
         f"watch exit status {report.watch_exit}; settings {report.settings}",
