@@ -170,7 +170,7 @@ sampling_options = packed(
         show_default=True,
         help="Run the non-pausing samplers at SCHED_FIFO where permitted, so that they wake on "
         "time on a busy machine. --no-realtime costs the target less (on the 2-core example "
-        "server 1.027x instead of 1.046x at 100 Hz) but reads GIL holds shorter than ~1 ms "
+        "server 1.027x instead of 1.042x at 100 Hz) but reads GIL holds shorter than ~1 ms "
         "low when the cores are busy (docs/accuracy.md).",
     ),
 )

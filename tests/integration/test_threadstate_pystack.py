@@ -73,8 +73,7 @@ def test_reader_agrees_with_pystack(spawn, tmp_path: Path, minor: str) -> None:
         # and the main thread take turns holding the GIL. Settled: all four threads seen, in the
         # final counts, and still so a while later (one read could catch a turn in progress).
         def final_counts() -> bool:
-            states = [s for s, _ in reader.tick(0.0, Recording()).values()]
-            return sorted(Counter(states).items(), key=str) == sorted(SETTLED.items(), key=str)
+            return Counter(s for s, _ in reader.tick(0.0, Recording()).values()) == SETTLED
 
         def settled() -> bool:
             if not final_counts():

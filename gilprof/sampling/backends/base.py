@@ -94,9 +94,6 @@ def permission_hint(sampler: str) -> str:
     )
 
 
-REALTIME_OFF = "real-time priority turned off"  # --no-realtime: the reason the profile records
-
-
 def realtime_refusal() -> str | None:
     """Why this process may not give a child SCHED_FIFO, or None when it may try.
 
@@ -129,7 +126,7 @@ def realtime_priority(settings: SamplerSettings) -> tuple[int | None, str]:
     if settings.blocking or settings.native or settings.mode is Mode.CONTENTION:
         return None, "blocking sampler"
     if not settings.realtime:
-        return None, REALTIME_OFF
+        return None, "real-time priority turned off"
     if settings.rate_hz > REALTIME_MAX_RATE_HZ:
         return None, f"rate above {REALTIME_MAX_RATE_HZ:g} Hz"
     refusal = realtime_refusal()

@@ -36,7 +36,6 @@ from dataclasses import replace
 from gilprof.errors import SamplerError
 from gilprof.model import Frame, Mode, Sample, ThreadState
 from gilprof.sampling.backends.base import (
-    REALTIME_OFF,
     Backend,
     SamplerRun,
     SamplerSettings,
@@ -310,7 +309,7 @@ class PySpyBackend(Backend):
                 "priority",
                 NORMAL_PRIORITY_NOTE.format(
                     priority=result.priority,
-                    fix=FIFO_FIX_OFF if REALTIME_OFF in result.priority else FIFO_FIX,
+                    fix=FIFO_FIX if settings.realtime else FIFO_FIX_OFF,
                 ),
             )
 
