@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -66,10 +67,20 @@ def test_resolve_never_selects_this_process():
         resolve_target(pid=os.getpid())
 
 
+def _wait_for_command_line(pid: int) -> None:
+    """Popen returns once exec has closed the child's CLOEXEC pipe, which the kernel does
+    before it sets up the new argument area: for a moment /proc/PID/cmdline reads empty, and
+    resolve_target then rightly says "cannot be read yet" (seen once in a CI run)."""
+    deadline = time.monotonic() + 10
+    while not psutil.Process(pid).cmdline() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_resolve_a_python_child_and_keep_only_rank_and_role_variables():
     env = {**os.environ, "PMI_RANK": "3", "GILPROF_ROLE": "Generation", "SECRET_TOKEN": "x"}
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
     try:
+        _wait_for_command_line(child.pid)
         info = resolve_target(pid=child.pid, selection=Selection(role="gen"))
         assert (info.pid, info.rank, info.rank_source) == (child.pid, 3, "PMI_RANK")
         assert (info.role, info.role_source) == ("gen", "GILPROF_ROLE")
