@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from gilprof.errors import UsageError
 from gilprof.model import Frame, Mode, ThreadState
+from gilprof.native_classes import NativeClass, NativeRules, native_class_of
 from gilprof.profile import Profile
 from gilprof.sampling.backends.native import IO_WAIT_SYMBOLS
 from gilprof.stats import Estimate, batch_windows, t_quantile
@@ -88,6 +89,13 @@ class LoopTime:
     utilization: float | None  # gil mode: share of ticks with any GIL holder
     samples: int
     windows: int
+    # states and contention mode: waiting for other ranks (a collective's progress loop)
+    peer_wait: Estimate | None = None
+    # native time that could not be placed (no locator, or no sample near the reading):
+    # neither host work nor a wait, and no verdict may call it host work
+    unplaced: Estimate | None = None
+    # the loop's native time by class (gilprof.native_classes), shares of its samples
+    native_by_class: tuple[tuple[str, float], ...] = ()
 
 
 def _label(profile: Profile, tid: int) -> str:
@@ -105,6 +113,26 @@ def _is_device_wait(frames: Sequence[Frame], state: ThreadState, names: Sequence
     innermost = max((i for i, f in enumerate(frames) if f.is_python), default=-1)
     tail = [f.name for f in frames[innermost + 1 :] if not _HEX.match(f.name)]
     return innermost >= 0 and not (tail and tail[-1] in IO_WAIT_SYMBOLS)
+
+
+def native_class(frames: Sequence[Frame], mode: Mode, rules: NativeRules) -> NativeClass:
+    """What a native reading's time is: the class its locator frame carries (states mode);
+    in contention mode, py-spy's native frames below the innermost Python frame, classed by
+    their library (host work unless a device or peer library is among them). A states-mode
+    reading with no locator frame (a profile from before the locator) is unplaced."""
+    if frames:
+        cls = native_class_of(frames[-1])
+        if cls is not None:
+            return cls
+    if mode is not Mode.CONTENTION:
+        return NativeClass.UNPLACED
+    innermost = max((i for i, f in enumerate(frames) if f.is_python), default=-1)
+    for frame in frames[innermost + 1 :]:
+        if frame.file and not frame.is_python:
+            cls = rules.library_class(frame.basename)
+            if cls is not NativeClass.HOST:
+                return cls
+    return NativeClass.HOST
 
 
 def _busy_state(state: ThreadState) -> bool:
@@ -187,47 +215,76 @@ def choose_loop_thread(
 
 def _busy_counts(profile: Profile, device_wait: Sequence[str]) -> dict[int, float]:
     out: dict[int, float] = {}
+    mode, rules = profile.sampling.mode, NativeRules()
     for index, count in profile.state_totals().items():
         stack = profile.stacks[index]
-        if _busy_state(stack.state) and not _is_device_wait(
-            profile.stack_frames(index), stack.state, device_wait
-        ):
+        kind, _cls = _kind(profile.stack_frames(index), stack.state, mode, device_wait, rules)
+        if kind == "busy":
             out[stack.tid] = out.get(stack.tid, 0) + count
     return out
 
 
+def _kind(
+    frames: Sequence[Frame],
+    state: ThreadState,
+    mode: Mode,
+    names: Sequence[str],
+    rules: NativeRules,
+) -> tuple[str, NativeClass | None]:
+    """busy / device / peers / unplaced / other, and a native reading's class."""
+    cls = native_class(frames, mode, rules) if state is ThreadState.NATIVE else None
+    if _is_device_wait(frames, state, names):
+        return "device", cls
+    if cls is NativeClass.DEVICE:
+        return "device", cls
+    if cls is NativeClass.PEERS:
+        return "peers", cls
+    if cls is NativeClass.UNPLACED:
+        return "unplaced", cls
+    if _busy_state(state):
+        return "busy", cls
+    return "other", cls
+
+
 def loop_time(
-    profile: Profile, thread: LoopThread, device_wait: Iterable[str] = DEVICE_WAIT_FUNCTIONS
+    profile: Profile,
+    thread: LoopThread,
+    device_wait: Iterable[str] = DEVICE_WAIT_FUNCTIONS,
+    rules: NativeRules | None = None,
 ) -> LoopTime:
-    """Split the loop thread's sampled time into host work and device wait, per window."""
+    """Split the loop thread's sampled time into host work and waits (device, peers), per
+    window; native time that could not be placed is kept apart."""
     names = tuple(dict.fromkeys(device_wait))
+    rules = rules or NativeRules()
     mode = profile.sampling.mode
-    kinds: dict[int, str] = {}  # stack index -> busy / device / other, for this thread
+    # stack index -> (busy / device / peers / unplaced / other, native class), this thread
+    kinds: dict[int, tuple[str, NativeClass | None]] = {}
     held_total = gil_wait = native = other = 0.0
+    by_class: dict[str, float] = {}
     busy_num: list[float] = []
     device_num: list[float] = []
+    peer_num: list[float] = []
+    unplaced_num: list[float] = []
     dens: list[float] = []
     all_held: list[float] = []
     samples = 0.0
     for window in profile.windows:
-        b = d = n = h_all = 0.0
+        b = d = p = u = n = h_all = 0.0
         for index, count in profile.state_weights(window).items():
             stack = profile.stacks[index]
             if stack.state is ThreadState.HELD:
                 h_all += count
             if stack.tid != thread.tid:
                 continue
-            kind = kinds.get(index)
-            if kind is None:
-                frames = profile.stack_frames(index)
-                if _is_device_wait(frames, stack.state, names):
-                    kind = "device"
-                elif _busy_state(stack.state):
-                    kind = "busy"
-                else:
-                    kind = "other"
-                kinds[index] = kind
+            found = kinds.get(index)
+            if found is None:
+                found = kinds[index] = _kind(
+                    profile.stack_frames(index), stack.state, mode, names, rules
+                )
+            kind, cls = found
             n += count
+            if cls is not None:
+                by_class[cls.value] = by_class.get(cls.value, 0.0) + count
             if kind == "busy":
                 b += count
                 held_total += count if stack.state is ThreadState.HELD else 0
@@ -235,11 +292,17 @@ def loop_time(
                 native += count if stack.state is ThreadState.NATIVE else 0
             elif kind == "device":
                 d += count
+            elif kind == "peers":
+                p += count
+            elif kind == "unplaced":
+                u += count
             else:
                 other += count
         samples += n
         busy_num.append(b)
         device_num.append(d)
+        peer_num.append(p)
+        unplaced_num.append(u)
         all_held.append(h_all)
         # gil mode records only the holder: shares are of ticks, not of this thread's samples.
         dens.append(window.ticks if mode is Mode.GIL else n)
@@ -282,4 +345,9 @@ def loop_time(
         None,
         round(samples),
         len(usable),
+        peer_wait=batch_share(pick(peer_num), den) if contention else None,
+        unplaced=batch_share(pick(unplaced_num), den) if contention else None,
+        native_by_class=tuple(
+            (name, count / total) for name, count in sorted(by_class.items(), key=lambda kv: -kv[1])
+        ),
     )

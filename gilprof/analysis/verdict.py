@@ -38,13 +38,23 @@ from gilprof.analysis.loop import (
     loop_time,
 )
 from gilprof.errors import UsageError
+from gilprof.native_classes import NOT_PLACED
 from gilprof.profile import Profile
 from gilprof.stats import Estimate
 
-HOST, DEVICE, MIXED, UNDETERMINED = "host", "device", "mixed", "undetermined"
+HOST, DEVICE, PEERS, MIXED, UNDETERMINED = "host", "device", "peers", "mixed", "undetermined"
 DEVICE_MATERIAL = 0.25  # waits for the device at least this share of the step: device-bound
 DEVICE_NEGLIGIBLE = 0.10  # waits less: the device does not pace the loop
 HOST_MOST = 0.50  # busy on the host for most of the step
+
+
+BOUND_WORDS = {
+    HOST: "host-bound",
+    DEVICE: "device-bound",
+    PEERS: "waiting for peers",
+    MIXED: "mixed (host and device)",
+    UNDETERMINED: "undetermined",
+}
 
 
 @dataclass(frozen=True)
@@ -67,12 +77,7 @@ class Verdict:
             if self.device_wait_share is None
             else f", waiting for the device {_pct(self.device_wait_share)}"
         )
-        what = {
-            HOST: "host-bound",
-            DEVICE: "device-bound",
-            MIXED: "mixed (host and device)",
-            UNDETERMINED: "undetermined",
-        }[self.bound]
+        what = BOUND_WORDS[self.bound]
         busy = "held the GIL" if self.device_wait_share is None else "busy on the host"
         return (
             f"{what}: loop thread {self.thread} {busy} {_pct(self.busy_share)}{device}; "
@@ -99,6 +104,13 @@ class Verdict:
             "device_wait_interval": (
                 None if self.loop.device_wait is None else _interval_json(self.loop.device_wait)
             ),
+            "peer_wait_share": (
+                None if self.loop.peer_wait is None else round(self.loop.peer_wait.value, 4)
+            ),
+            "unplaced_native_share": (
+                None if self.loop.unplaced is None else round(self.loop.unplaced.value, 4)
+            ),
+            "native_by_class": {name: round(share, 4) for name, share in self.loop.native_by_class},
         }
 
 
@@ -119,11 +131,126 @@ def _ci(e: Estimate) -> str:
     return f"95% CI {_pct(max(0.0, e.low))}-{_pct(min(1.0, e.high))}"
 
 
+def _native_parts(loop: LoopTime) -> str:
+    named = ", ".join(f"{cls} {_pct(share)}" for cls, share in loop.native_by_class if share)
+    return f"native {_pct(loop.native or 0.0)} host work" + (
+        f" [native by class: {named}]" if named else ""
+    )
+
+
+def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, str, str | None]:
+    """(bound, reason, command) from a loop time that records every state."""
+    busy = loop.busy
+    device = loop.device_wait
+    assert device is not None
+    zero = Estimate(0.0, 0.0, 0.0, 0.0, 0.0)
+    peers = loop.peer_wait or zero
+    unplaced = loop.unplaced or zero
+    parts = [f"busy on the host {_pct(busy.value)} ({_ci(busy)})"]
+    if loop.gil_wait is not None:
+        parts.append(
+            f"held {_pct(loop.held)}, waiting for the GIL {_pct(loop.gil_wait)}, "
+            + _native_parts(loop)
+        )
+    parts.append(f"waiting for the device {_pct(device.value)} ({_ci(device)})")
+    if peers.value:
+        parts.append(f"waiting for peers {_pct(peers.value)} ({_ci(peers)})")
+    if unplaced.value:
+        parts.append(f"native, not placed {_pct(unplaced.value)}")
+    if loop.other_wait:
+        parts.append(f"other waits (I/O, unclassified) {_pct(loop.other_wait)}")
+    head = f"{name}: " + "; ".join(parts)
+    # Native time that could not be placed may be a device or peer wait: it counts
+    # against every host verdict, never for one.
+    unknown = unplaced.value
+    if not math.isfinite(device.low):
+        return (
+            UNDETERMINED,
+            f"{head}: undetermined (one sampling window gives no interval)",
+            ("sample longer than two windows (-d at least 2x --window)"),
+        )
+    if device.low >= DEVICE_MATERIAL and device.value >= peers.value:
+        return (
+            DEVICE,
+            (
+                f"{head}: it waits for the device at least {_pct(DEVICE_MATERIAL)} of the "
+                "time, so the device paces the step: device-bound"
+            ),
+            None,
+        )
+    if math.isfinite(peers.low) and peers.low >= DEVICE_MATERIAL:
+        return (
+            PEERS,
+            (
+                f"{head}: it waits for other ranks (in a collective's progress loop) at least "
+                f"{_pct(DEVICE_MATERIAL)} of the time: a slower peer paces this rank, so look "
+                "at that rank (gilprof attach --rank N) before this one's host work"
+            ),
+            None,
+        )
+    waits = device.value + peers.value
+    if (
+        waits + unknown < DEVICE_NEGLIGIBLE
+        and max(device.high, peers.high) + unknown < DEVICE_MATERIAL
+        and busy.low >= HOST_MOST
+    ):
+        return (
+            HOST,
+            (
+                f"{head}: it is busy on the host for most of the step and waits for the "
+                f"device or its peers under {_pct(DEVICE_NEGLIGIBLE)}, the interval ruling out "
+                f"{_pct(DEVICE_MATERIAL)}: host-bound"
+            ),
+            None,
+        )
+    if device.low >= DEVICE_NEGLIGIBLE:
+        return (
+            MIXED,
+            (
+                f"{head}: it waits for the device for part of the step "
+                f"({_pct(DEVICE_NEGLIGIBLE)}-{_pct(DEVICE_MATERIAL)}): both sides pace it: mixed"
+            ),
+            None,
+        )
+    if unknown >= DEVICE_NEGLIGIBLE / 2:
+        why = native_note or "the profile places no native time (recorded without the locator)"
+        return (
+            UNDETERMINED,
+            (
+                f"{head}: {_pct(unknown)} of its time ran native code that could not be placed, "
+                f"which may be host work or a wait for the device or peers: undetermined ({why})"
+            ),
+            (
+                "sample again where perf_event_open is allowed (kernel.perf_event_paranoid <= 2; "
+                "in a container --cap-add PERFMON and a seccomp profile that allows it): each "
+                "native reading is then placed in its library"
+            ),
+        )
+    if waits < DEVICE_NEGLIGIBLE and busy.low < HOST_MOST:
+        return (
+            UNDETERMINED,
+            (
+                f"{head}: it is neither busy nor waiting for the device most of the time: "
+                "undetermined"
+            ),
+            "check the loop thread (--loop-thread REGEX) and the recipe's device_wait",
+        )
+    return (
+        UNDETERMINED,
+        (
+            f"{head}: the device-wait interval straddles {_pct(DEVICE_NEGLIGIBLE)} or "
+            f"{_pct(DEVICE_MATERIAL)}: undetermined"
+        ),
+        "sample longer for a narrower interval (-d 30 or more)",
+    )
+
+
 def decide(
     loop: LoopTime,
     host_step_p50_ms: float,
     device_step_p50_ms: float | None,
     target_hint: str = "--rank 0",
+    native_note: str = "",
 ) -> Verdict:
     """The verdict with its reason and, when undetermined, the command that would decide."""
     name = loop.thread.name
@@ -155,56 +282,7 @@ def decide(
             reason = f"{head}: undetermined"
             command = resample
     else:
-        device = loop.device_wait
-        parts = [f"busy on the host {_pct(busy.value)} ({_ci(busy)})"]
-        if loop.gil_wait is not None:
-            parts.append(
-                f"held {_pct(loop.held)}, waiting for the GIL {_pct(loop.gil_wait)}, "
-                f"native {_pct(loop.native or 0.0)}"
-            )
-        parts.append(f"waiting for the device {_pct(device.value)} ({_ci(device)})")
-        if loop.other_wait:
-            parts.append(f"other waits (I/O, unclassified) {_pct(loop.other_wait)}")
-        head = f"{name}: " + "; ".join(parts)
-        if not math.isfinite(device.low):
-            reason = f"{head}: undetermined (one sampling window gives no interval)"
-            command = "sample longer than two windows (-d at least 2x --window)"
-        elif device.low >= DEVICE_MATERIAL:
-            bound = DEVICE
-            reason = (
-                f"{head}: it waits for the device at least {_pct(DEVICE_MATERIAL)} of the "
-                "time, so the device paces the step: device-bound"
-            )
-        elif (
-            device.value < DEVICE_NEGLIGIBLE
-            and device.high < DEVICE_MATERIAL
-            and busy.low >= HOST_MOST
-        ):
-            bound = HOST
-            reason = (
-                f"{head}: it is busy on the host for most of the step and waits for the "
-                f"device under {_pct(DEVICE_NEGLIGIBLE)}, the interval ruling out "
-                f"{_pct(DEVICE_MATERIAL)}: host-bound"
-            )
-        elif device.low >= DEVICE_NEGLIGIBLE:
-            bound = MIXED
-            reason = (
-                f"{head}: it waits for the device for part of the step "
-                f"({_pct(DEVICE_NEGLIGIBLE)}-{_pct(DEVICE_MATERIAL)}): both sides pace "
-                "it: mixed"
-            )
-        elif device.value < DEVICE_NEGLIGIBLE and busy.low < HOST_MOST:
-            reason = (
-                f"{head}: it is neither busy nor waiting for the device most of the "
-                "time: undetermined"
-            )
-            command = "check the loop thread (--loop-thread REGEX) and the recipe's device_wait"
-        else:
-            reason = (
-                f"{head}: the device-wait interval straddles {_pct(DEVICE_NEGLIGIBLE)} or "
-                f"{_pct(DEVICE_MATERIAL)}: undetermined"
-            )
-            command = "sample longer for a narrower interval (-d 30 or more)"
+        bound, reason, command = _decide_states(loop, name, native_note)
     return Verdict(
         bound,
         name,
@@ -235,4 +313,7 @@ def verdict(
     thread = choose_loop_thread(profile, loop_thread, recipe_loop_thread, watch, names)
     rank = profile.target.rank
     hint = f"--rank {rank}" if rank is not None else f"--pid {profile.target.pid}"
-    return decide(loop_time(profile, thread, names), host_step_p50_ms, device_step_p50_ms, hint)
+    note = next((m for m in profile.sampling.messages if NOT_PLACED in m), "")
+    return decide(
+        loop_time(profile, thread, names), host_step_p50_ms, device_step_p50_ms, hint, note
+    )

@@ -13,6 +13,7 @@ import click
 from click.core import ParameterSource
 
 from gilprof.model import Mode
+from gilprof.native_classes import LibraryRule
 from gilprof.sampling.backends import BACKEND_NAMES, SamplerSettings
 from gilprof.sampling.session import DEFAULT_WINDOW_S
 from gilprof.steps import DEFAULT_SKIP_WARMUP
@@ -93,21 +94,29 @@ class SamplingChoice:
     realtime: bool
     given: frozenset[str]
 
+    native_rules: tuple[LibraryRule, ...] = ()  # a recipe's [native] section
+
     def or_defaults(
-        self, mode: str | None, rate: float | None, native: bool | None
+        self,
+        mode: str | None,
+        rate: float | None,
+        native: bool | None,
+        native_rules: tuple[LibraryRule, ...] = (),
     ) -> SamplingChoice:
-        """These choices, with `mode`, `rate` and `native` where the user gave none."""
+        """These choices, with `mode`, `rate` and `native` where the user gave none, and
+        the recipe's native-library rules."""
         return replace(
             self,
             mode=self.mode if "mode" in self.given or not mode else mode,
             rate=self.rate if "rate" in self.given or not rate else int(rate),
             native=self.native if "native" in self.given or native is None else native,
+            native_rules=native_rules,
         )
 
     @property
     def settings(self) -> SamplerSettings:
         settings = SamplerSettings.for_mode(Mode(self.mode), self.rate, self.native, self.blocking)
-        return replace(settings, realtime=self.realtime)
+        return replace(settings, realtime=self.realtime, native_rules=self.native_rules)
 
 
 def packed(into: str, make: type, *decorators: Callable[[F], F]) -> Callable[[F], F]:

@@ -120,7 +120,9 @@ def command(
         # With a role, parent_match is one way to tell the role (a rule), not a filter.
         parent_match = None if target_spec.role else target_spec.parent_match
         duration = duration if given(ctx, "duration") else defaults.duration
-        sampling = sampling.or_defaults(defaults.mode, defaults.rate, defaults.native)
+        sampling = sampling.or_defaults(
+            defaults.mode, defaults.rate, defaults.native, recipe.native
+        )
     request = CaptureRequest(
         settings=sampling.settings,
         backend=backend,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gilprof.analysis.gate import GateBudgets
 from gilprof.errors import InputError
+from gilprof.recipes.native import native_section
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -165,7 +166,7 @@ class _Checker:
         return tuple(items)
 
 
-_SECTIONS = ("target", "sampling", "watch", "steps", "start", "gate", "lint_getters")
+_SECTIONS = ("target", "sampling", "watch", "steps", "start", "gate", "lint_getters", "native")
 _TOP_KEYS = ("name", "description", *_SECTIONS)
 _START_KEYS = ("on", "on_log", "after")
 _TARGET_KEYS = ("rank", "role", "match", "role_env", "parent_match", "threads")
@@ -367,6 +368,7 @@ def parse_recipe(text: str, label: str) -> Recipe:
         lint_getters=check.string_list(
             document.get("lint_getters", []), "lint_getters", IDENTIFIER_RE, "a getter name"
         ),
+        native=native_section(check, document["native"], label) if "native" in document else (),
         source=label,
         text=text,
     )

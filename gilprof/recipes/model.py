@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from gilprof.analysis.gate import GateBudgets
 from gilprof.model import Mode, function_name_matches
+from gilprof.native_classes import LibraryRule
 from gilprof.sampling.roles import RoleRules
 
 if TYPE_CHECKING:
@@ -137,6 +138,9 @@ class Recipe:
     start: StartDefaults | None = None
     gate: GateBudgets = field(default_factory=GateBudgets)
     lint_getters: tuple[str, ...] = ()
+    # [native]: libraries whose native time is a device wait, a peer wait or host work,
+    # ahead of the built-in rules (gilprof.native_classes)
+    native: tuple[LibraryRule, ...] = ()
     source: str = ""
     text: str = field(default="", repr=False, compare=False)
 
@@ -193,6 +197,7 @@ class Recipe:
                 "max_regression": self.gate.max_regression,
             },
             "lint_getters": list(self.lint_getters),
+            "native": [{"library": r.pattern, "class": r.cls.value} for r in self.native],
         }
 
 

@@ -194,6 +194,9 @@ def _sample(
         partial_reason = f"target exited after {covered:.1f} s of {options.duration:g} s"
     if reader.ticks:
         messages.append(reader.describe(settings.rate_hz))
+        native = reader.native()
+        if native is not None:
+            messages.append(native)
     profile.finish(
         errors=errors,
         partial=partial_reason is not None,
@@ -215,11 +218,29 @@ class _ReaderCost:
         self.ticks = 0
         self.cpu_s = 0.0
         self.thread_reads = 0
+        self.native_placed = self.native_unplaced = self.native_gil = 0
+        self.native_note = ""
 
     def add(self, result: WindowResult) -> None:
         self.ticks += result.state_ticks
         self.cpu_s += result.reader_cpu_s
         self.thread_reads += result.reader_thread_reads
+        self.native_placed += result.native_placed
+        self.native_unplaced += result.native_unplaced
+        self.native_gil += result.native_gil
+        self.native_note = result.native_note or self.native_note
+
+    def native(self) -> str | None:
+        """How native readings were placed, for the profile's messages (None: none seen)."""
+        total = self.native_placed + self.native_unplaced
+        if not self.native_note and not total:
+            return None
+        counts = (
+            f"native readings: {self.native_placed} of {total} placed "
+            f"({self.native_gil} in the interpreter's GIL hand-off, counted as waiting), "
+            f"{self.native_unplaced} not placed"
+        )
+        return f"{counts}; {self.native_note}" if self.native_note else counts
 
     def describe(self, rate_hz: float) -> str:
         per_tick = self.cpu_s / self.ticks

@@ -35,6 +35,7 @@ LAYERED = {
     "lint",
     "profile",
     "model",
+    "native_classes",
     "stats",
     "redact",
     "errors",

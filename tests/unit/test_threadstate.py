@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from gilprof.model import Frame, ThreadState
+from gilprof.native_classes import NativeClass, native_class_of, native_frame
 from gilprof.sampling.threadstate import layout as lay
 from gilprof.sampling.threadstate.elf import ElfError, read_symbols
 from gilprof.sampling.threadstate.reader import SYSCALL_FILE, Recording, StateReader
@@ -150,10 +151,15 @@ class _ScriptedReader(StateReader):
         self.random = random.Random(1)
         self.stop = threading.Event()
         self.cond_check = True
+        self.locator = None
+        self._unplaced = native_frame(NativeClass.UNPLACED, "unplaced (not located)")
 
     def tick(self, now, out: Recording):
         out.ticks += 1
         readings = self.script.pop(0)
+        self._native_tids = {
+            tid: tid for tid, (state, _f) in readings.items() if state is ThreadState.NATIVE
+        }
         if not self.script:
             self.stop.set()
         return readings
@@ -182,6 +188,16 @@ def test_a_recording_keeps_runs_of_one_state_and_ends_a_gone_thread() -> None:
         assert all(b1 == a2 for (_, b1), (a2, _) in itertools.pairwise(mine))
     thread_2_end = max(b for t, _, _, b in runs if t == 2)
     assert thread_2_end < recording.t_last  # it was gone at the fourth tick
+
+
+def test_a_native_reading_without_a_locator_ends_in_the_unplaced_frame() -> None:
+    f = (Frame("loop", "app.py", 1),)
+    reader = _ScriptedReader([{1: (ThreadState.NATIVE, f)}, {1: (ThreadState.HELD, f)}])
+    recording = reader.record(reader.stop)
+    native = [s for s, _a, _b in recording.spans if s.state is ThreadState.NATIVE]
+    assert len(native) == 1 and native[0].frames[:-1] == f
+    assert native_class_of(native[0].frames[-1]) is NativeClass.UNPLACED
+    assert (recording.native_unplaced, recording.native_placed) == (1, 0)
 
 
 class _FakeInterpreter:
@@ -231,6 +247,7 @@ def test_a_thread_blocked_in_the_same_call_keeps_its_stack_without_a_read() -> N
         _last={},
         _blocked_stacks={},
         cond_check=True,
+        locator=None,
     )
     sleep = b"230 0x1 0x0 0x7ffd0 0x0 0x0 0x0 0x7ffc8 0x7f00\n"
     other = b"230 0x1 0x0 0x7ffe0 0x0 0x0 0x0 0x7ffd8 0x7f00\n"

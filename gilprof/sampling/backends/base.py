@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from gilprof.errors import PermissionDenied, SamplerError
 from gilprof.model import Mode, Sample
+from gilprof.native_classes import LibraryRule
 from gilprof.sampling.processes import child_process
 
 # SCHED_FIFO priority of a non-blocking sampler (see `realtime_priority`), and the rate above
@@ -39,6 +40,8 @@ class SamplerSettings:
     native: bool = False
     blocking: bool = False
     realtime: bool = True  # run a non-blocking sampler at SCHED_FIFO where permitted
+    # states mode: the recipe's native-library rules, ahead of the built-in ones
+    native_rules: tuple[LibraryRule, ...] = ()
 
     @classmethod
     def for_mode(
@@ -74,6 +77,12 @@ class WindowResult:
     state_ticks: int = 0
     reader_cpu_s: float = 0.0
     reader_thread_reads: int = 0
+    # states mode: native readings placed by the locator, not placed, placed in the GIL's
+    # own code (counted as waiting), and how native time was placed (or why not)
+    native_placed: int = 0
+    native_unplaced: int = 0
+    native_gil: int = 0
+    native_note: str = ""
 
     @property
     def seconds(self) -> float:

@@ -163,13 +163,13 @@ class PySpyBackend(Backend):
     ) -> tuple[SamplerSettings, str]:
         if settings.mode is not Mode.STATES:
             return settings, ""
-        reader, reason = open_reader(pid, settings.rate_hz, stop, deadline)
+        reader, note = open_reader(pid, settings, stop, deadline)
         if reader is None:
-            return gil_settings(settings), FALLBACK_NOTE.format(reason=reason)
+            return gil_settings(settings), FALLBACK_NOTE.format(reason=note)
         self._readers[pid] = reader
         self._names[pid] = ThreadNames(self.binary, pid)
         self._names[pid].refresh()
-        return settings, ""
+        return settings, note  # how native time is placed, or why it is not
 
     def release(self, pid: int) -> None:
         reader = self._readers.pop(pid, None)
@@ -251,7 +251,7 @@ class PySpyBackend(Backend):
             result = self._sample_window(pid, settings, seconds, stop)
         finally:
             recording = recorder.finish()
-        merge(result, recording, recorder.error)
+        merge(result, recording, recorder.error, reader.native_note)
         result.spans = self._names[pid].name(result.spans)
         return result
 

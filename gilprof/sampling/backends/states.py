@@ -21,6 +21,7 @@ import time
 from dataclasses import replace
 
 from gilprof.model import Mode, Sample
+from gilprof.native_classes import NativeRules
 from gilprof.sampling.backends.base import SamplerSettings, WindowResult
 from gilprof.sampling.threadstate.reader import Recording, StateReader
 from gilprof.sampling.threadstate.target import NotReadyYet, StatesUnavailable
@@ -41,19 +42,22 @@ def gil_settings(settings: SamplerSettings) -> SamplerSettings:
 
 
 def open_reader(
-    pid: int, rate_hz: float, stop: threading.Event, deadline: float
+    pid: int, settings: SamplerSettings, stop: threading.Event, deadline: float
 ) -> tuple[StateReader | None, str]:
-    """A checked reader of `pid`, or (None, why not). A target too young to read is tried
-    again until `deadline` (monotonic)."""
+    """A checked reader of `pid` with its native locator, or (None, why not). A target too
+    young to read is tried again until `deadline` (monotonic)."""
     while True:
         try:
-            return StateReader.open(pid, rate_hz), ""
+            reader = StateReader.open(pid, settings.rate_hz)
         except NotReadyYet as exc:
             if stop.is_set() or time.monotonic() >= deadline:
                 return None, str(exc)
             stop.wait(0.2)
+            continue
         except StatesUnavailable as exc:
             return None, str(exc)
+        rules = NativeRules.with_recipe(settings.native_rules)
+        return reader, reader.locate_native(rules)
 
 
 class ReaderThread:
@@ -147,7 +151,12 @@ class ThreadNames:
         ]
 
 
-def merge(result: WindowResult, recording: Recording | None, error: BaseException | None) -> None:
+def merge(
+    result: WindowResult,
+    recording: Recording | None,
+    error: BaseException | None,
+    native_note: str = "",
+) -> None:
     """Put the reader's spans on the py-spy window's clock (seconds since its start), cut
     to the window; a recording that failed its own checks adds a message instead."""
     if recording is None:
@@ -176,3 +185,7 @@ def merge(result: WindowResult, recording: Recording | None, error: BaseExceptio
     result.state_ticks = recording.ticks
     result.reader_cpu_s = recording.cpu_s
     result.reader_thread_reads = recording.thread_reads
+    result.native_placed = recording.native_placed
+    result.native_unplaced = recording.native_unplaced
+    result.native_gil = recording.native_gil
+    result.native_note = native_note

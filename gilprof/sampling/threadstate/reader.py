@@ -21,12 +21,22 @@ wait or a sleep from I/O (gilprof.analysis.loop).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
 from dataclasses import dataclass, field
 
 from gilprof.model import Frame, Sample, ThreadState
+from gilprof.native_classes import (
+    NOT_PLACED,
+    NativeClass,
+    NativeRules,
+    native_class_of,
+    native_frame,
+)
+from gilprof.sampling.native.locator import NativeLocator
+from gilprof.sampling.native.perf import PerfRefused
 from gilprof.sampling.threadstate.syscalls import (
     GIL_SWITCH_WAIT,
     GIL_WAIT,
@@ -64,8 +74,14 @@ class Recording:
     woken_waiters: int = 0  # running readings counted as waiting (inside pthread_cond_wait)
     cond_mismatch: int = 0  # ticks whose condition-variable count could not be right
     cond_check_dropped: bool = False
+    native_placed: int = 0  # native readings the locator placed
+    native_unplaced: int = 0  # native readings with no place (no sample, or no locator)
+    native_gil: int = 0  # native readings placed in the GIL's own code: counted as waiting
     t_first: float = 0.0
     t_last: float = 0.0
+
+
+Readings = dict[int, tuple[ThreadState, tuple[Frame, ...]]]  # profile id -> (state, stack)
 
 
 def _idle_frames(activity: Activity) -> tuple[Frame, ...]:
@@ -86,15 +102,39 @@ class StateReader:
         self._last: dict[int, ThreadState] = {}
         # tid -> (its /proc syscall line, its stack) of a thread read blocked: see tick()
         self._blocked_stacks: dict[int, tuple[bytes, tuple[Frame, ...]]] = {}
+        self._native_tids: dict[int, int] = {}  # profile id -> Linux id, native at this tick
         # glibc's condvar count of its waiters (target.Interpreter.gil_state); switched off
         # for the capture when it reads impossible values (see merge in backends.states)
         self.cond_check = True
+        # where native readings run (None: perf_event_open refused; they stay unplaced)
+        self.locator: NativeLocator | None = None
+        self.native_note = ""  # how native time is placed, or why it is not
+        self._unplaced = native_frame(NativeClass.UNPLACED, "unplaced (not located)")
+
+    def locate_native(self, rules: NativeRules) -> str:
+        """Start placing native readings; '' or, when the kernel refuses, one line why."""
+        locator = NativeLocator(self.interpreter.pid, self.interpreter.located.path, rules)
+        try:
+            locator.follow(self.threads)
+        except PerfRefused as exc:
+            locator.close()
+            self._unplaced = native_frame(NativeClass.UNPLACED, f"unplaced ({exc})")
+            self.native_note = (
+                f"{NOT_PLACED}: {exc}; a thread running without the GIL reads "
+                "'native, unplaced', and no verdict calls that host work"
+            )
+            return self.native_note
+        self.locator = locator
+        self.native_note = rules.describe()
+        return ""
 
     @classmethod
     def open(cls, pid: int, rate_hz: float) -> StateReader:
         return cls(open_interpreter(pid), rate_hz)
 
     def close(self) -> None:
+        if self.locator is not None:
+            self.locator.close()
         self.files.close()
         self.interpreter.memory.close()
 
@@ -109,11 +149,31 @@ class StateReader:
             return  # the list was being changed: keep the last one
         self._threads_at = now
         self.files.keep_only(set(self.threads))
+        if self.locator is not None:
+            # a thread that cannot be followed reads unplaced: it has no samples
+            with contextlib.suppress(PerfRefused):
+                self.locator.follow(self.threads)
 
     def record(self, stop: threading.Event, deadline: float | None = None) -> Recording:
         """Read ticks until `stop` is set (or the monotonic `deadline`)."""
         out = Recording()
         runs: dict[int, tuple[tuple[ThreadState, tuple[Frame, ...]], float]] = {}
+
+        def add(readings: dict[int, tuple[ThreadState, tuple[Frame, ...]]], at: float) -> None:
+            for tid, key in readings.items():
+                run = runs.get(tid)
+                if run is not None and run[0] == key:
+                    continue
+                if run is not None:
+                    out.spans.append((_sample(tid, run[0]), run[1], at))
+                runs[tid] = (key, at)
+            for tid in [p for p in runs if p not in readings]:  # a thread that ended
+                key, start = runs.pop(tid)
+                out.spans.append((_sample(tid, key), start, at))
+
+        # A tick's native readings are placed at the next tick, once the on-CPU samples
+        # that follow them are in: the readings go into the runs one tick late.
+        pending: tuple[Readings, float, dict[int, int]] | None = None
         cpu0 = time.thread_time()
         due = time.monotonic()
         out.t_first = due
@@ -128,18 +188,13 @@ class StateReader:
             if now - due > self.period:
                 out.late_ticks += 1
             readings = self.tick(now, out)
-            for tid, key in readings.items():
-                run = runs.get(tid)
-                if run is not None and run[0] == key:
-                    continue
-                if run is not None:
-                    out.spans.append((_sample(tid, run[0]), run[1], now))
-                runs[tid] = (key, now)
-            for tid in [p for p in runs if p not in readings]:  # a thread that ended
-                key, start = runs.pop(tid)
-                out.spans.append((_sample(tid, key), start, now))
+            if pending is not None:
+                add(self._place_native(*pending, out), pending[1])
+            pending = (readings, now, self._native_tids)
             last_tick = now
             due = now + self.period * self.random.uniform(0.5, 1.5)
+        if pending is not None:
+            add(self._place_native(*pending, out), pending[1])
         end = min(time.monotonic(), last_tick + self.period)
         for tid, (key, start) in runs.items():
             out.spans.append((_sample(tid, key), start, end))
@@ -199,6 +254,7 @@ class StateReader:
         if running and self.cond_check:
             self._waiting_while_running(running, in_cond_wait - blocked_in_cond, states, out)
         readings: dict[int, tuple[ThreadState, tuple[Frame, ...]]] = {}
+        self._native_tids = {}
         blocked: dict[int, tuple[bytes, tuple[Frame, ...]]] = {}
         for tid, state in states.items():
             thread = self.threads[tid]
@@ -222,11 +278,43 @@ class StateReader:
             if activity.kind != RUNNING and frames:
                 blocked[tid] = (texts[tid], frames)
             readings[thread.profile_id] = (state, frames)
+            if state is ThreadState.NATIVE:
+                self._native_tids[thread.profile_id] = tid
         self._blocked_stacks = blocked
         self._last = states
         out.ticks += 1
         out.thread_reads += len(readings)
         return readings
+
+    def _place_native(
+        self,
+        readings: Readings,
+        at: float,
+        natives: dict[int, int],
+        out: Recording,
+    ) -> Readings:
+        """The readings of the tick at `at` with each native one's place as its leaf frame;
+        one placed in the interpreter's own code is taking or handing over the GIL, which
+        is waiting (as the kernel's truth counts it: all of take_gil and drop_gil)."""
+        if not natives:
+            return readings
+        locator = self.locator
+        if locator is not None:
+            locator.collect(int(time.monotonic() * 1e9))
+        placed = dict(readings)
+        for profile_id, tid in natives.items():
+            state, frames = readings[profile_id]
+            leaf = self._unplaced if locator is None else locator.place(tid, int(at * 1e9))
+            cls = native_class_of(leaf)
+            if cls is NativeClass.UNPLACED:
+                out.native_unplaced += 1
+            else:
+                out.native_placed += 1
+            if cls is NativeClass.GIL:
+                out.native_gil += 1
+                state = ThreadState.WAITING
+            placed[profile_id] = (state, (*frames, leaf))
+        return placed
 
     def _waiting_while_running(
         self, running: list[int], extra: int, states: dict[int, ThreadState], out: Recording

@@ -1,0 +1,280 @@
+"""Where a thread that runs without the GIL is, and what that time is: the native locator.
+
+The state reader (gilprof.sampling.threadstate) reads a thread as "native" when it is on a
+CPU (or runnable) and does not hold the GIL. The locator keeps the kernel's on-CPU samples
+of every Python thread (perf.CpuSampler, every PERIOD_NS of the thread's CPU time) and, for
+each native reading, takes the thread's sample nearest to the reading's instant:
+
+- the mapped file its instruction pointer is in (/proc/PID/maps, the file read through
+  /proc/PID/root so a container's libraries are found), and the function whose extent holds
+  it (symbols.FunctionSymbols);
+- its class (gilprof.native_classes): the interpreter's own code (the file the reader found
+  `_PyRuntime` in: an identity, not a name) is the GIL's acquisition path; a device
+  library's sample is a wait when every sample of the thread within NEIGHBOURHOOD of the
+  reading is in a device library or a clock read (a spin), else a launch; a clock read
+  takes the class of the samples around it; the rules decide the rest.
+
+No sample within NEAREST of the reading: the thread was off its CPU (runnable, waiting for
+a core), or the native moment was shorter than a period. Where the samples on both sides,
+at most BRIDGE apart, are in the same function of the same file, the thread was preempted
+there and is placed there; otherwise the reading is unplaced, and says so.
+
+Samples are matched after the fact: the reader asks at the tick after the reading, so the
+samples that follow it are in. Symbols are loaded in a background thread the first time a
+file appears (a large library takes a while); until then its readings name the file only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+from collections.abc import Iterable
+
+from gilprof.model import Frame
+from gilprof.native_classes import NativeClass, NativeRules, is_clock_read, native_frame
+from gilprof.sampling.native.perf import CpuSample, CpuSampler
+from gilprof.sampling.native.symbols import FunctionSymbols, read_function_symbols
+
+PERIOD_NS = 1_000_000  # one sample per ms of a thread's CPU time
+NEAREST_NS = 3 * PERIOD_NS // 2
+NEIGHBOURHOOD_NS = 3 * PERIOD_NS
+BRIDGE_NS = 30 * PERIOD_NS  # the longest gap between two samples in one place that is bridged
+KEEP_NS = 200_000_000  # samples kept per thread: the reader asks about the last tick only
+MAPS_REFRESH_NS = 200_000_000
+MAX_CALLER_WORDS = 32  # stack words searched for a clock read's caller
+SYNC_LOAD_BYTES = 16 << 20  # symbols of smaller files are read at once, larger in the background
+
+UNPLACED_FRAME = native_frame(NativeClass.UNPLACED, "unplaced (no on-CPU sample near it)")
+
+
+class _Mappings:
+    """/proc/PID/maps as sorted (start, end, file offset, path)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.starts: list[int] = []
+        self.rows: list[tuple[int, int, int, str]] = []
+        self.read_at = -MAPS_REFRESH_NS
+
+    def refresh(self, now_ns: int) -> None:
+        if now_ns - self.read_at < MAPS_REFRESH_NS:
+            return
+        self.read_at = now_ns
+        rows = []
+        try:
+            with open(f"/proc/{self.pid}/maps", encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    fields = line.split(maxsplit=5)
+                    if len(fields) < 5 or "x" not in fields[1]:
+                        continue
+                    low, high = (int(x, 16) for x in fields[0].split("-"))
+                    path = fields[5].strip() if len(fields) > 5 else "[anon]"
+                    rows.append((low, high, int(fields[2], 16), path))
+        except OSError:
+            return  # the process is gone: keep what we had
+        rows.sort()
+        self.rows = rows
+        self.starts = [row[0] for row in rows]
+
+    def find(self, ip: int) -> tuple[int, int, int, str] | None:
+        index = bisect.bisect_right(self.starts, ip) - 1
+        if index >= 0 and ip < self.rows[index][1]:
+            return self.rows[index]
+        return None
+
+
+class _Symbols:
+    """Function symbols per mapped file, loaded in the background once per file."""
+
+    def __init__(self, pid: int) -> None:
+        self.root = f"/proc/{pid}/root"
+        self.loaded: dict[str, FunctionSymbols | None] = {}
+        self._lock = threading.Lock()
+
+    def name(self, path: str, file_offset: int) -> str | None:
+        with self._lock:
+            known = path in self.loaded
+            if not known:
+                self.loaded[path] = None
+            table = self.loaded[path]
+        if not known:
+            try:
+                small = os.path.getsize(self.root + path) < SYNC_LOAD_BYTES
+            except OSError:
+                return None
+            if small:  # the C library and most extensions: at once, so clock reads are known
+                self._load(path)
+                return self.name(path, file_offset)
+            threading.Thread(
+                target=self._load, args=(path,), name="gilprof-symbols", daemon=True
+            ).start()
+            return None
+        return table.name(file_offset) if table is not None else None
+
+    def _load(self, path: str) -> None:
+        try:
+            table = read_function_symbols(self.root + path)
+        except (OSError, ValueError):
+            return  # named by its file only
+        with self._lock:
+            self.loaded[path] = table
+
+
+class NativeLocator:
+    def __init__(
+        self, pid: int, interpreter_path: str, rules: NativeRules, period_ns: int = PERIOD_NS
+    ) -> None:
+        self.pid = pid
+        self.interpreter_path = interpreter_path
+        self.rules = rules
+        self.sampler = CpuSampler(period_ns)
+        self._maps = _Mappings(pid)
+        self._symbols = _Symbols(pid)
+        self._times: dict[int, list[int]] = {}
+        self._samples: dict[int, list[CpuSample]] = {}
+        self._classes: dict[str, NativeClass] = {}
+        self.placed = 0
+        self.unplaced = 0
+        self.samples = 0
+
+    def follow(self, tids: Iterable[int]) -> None:
+        """Sample these threads from now on (PerfRefused when the kernel will not)."""
+        wanted = set(tids)
+        self.sampler.follow(wanted)
+        for tid in list(self._times):
+            if tid not in wanted:
+                del self._times[tid], self._samples[tid]
+
+    def collect(self, now_ns: int) -> None:
+        """Take the samples written since the last call; forget those older than KEEP_NS."""
+        for tid, event in self.sampler.events.items():
+            fresh: list[CpuSample] = []
+            event.drain(fresh)
+            times = self._times.setdefault(tid, [])
+            samples = self._samples.setdefault(tid, [])
+            if fresh:
+                fresh.sort(key=lambda sample: sample.time_ns)
+                self.samples += len(fresh)
+                times.extend(sample.time_ns for sample in fresh)
+                samples.extend(fresh)
+            cut = bisect.bisect_left(times, now_ns - KEEP_NS)
+            if cut:
+                del times[:cut], samples[:cut]
+
+    def place(self, tid: int, at_ns: int) -> Frame:
+        """The leaf frame of a native reading of `tid` at `at_ns` (CLOCK_MONOTONIC)."""
+        times = self._times.get(tid)
+        if not times:
+            self.unplaced += 1
+            return UNPLACED_FRAME
+        samples = self._samples[tid]
+        index = bisect.bisect_left(times, at_ns)
+        before, after = index - 1, index
+        near = [i for i in (before, after) if 0 <= i < len(times)]
+        best = min(near, key=lambda i: abs(times[i] - at_ns))
+        if abs(times[best] - at_ns) > NEAREST_NS:
+            # Off its CPU at the reading (runnable, waiting for a core): it was where its
+            # last sample was if it is there again at its next one.
+            if before < 0 or after >= len(times) or times[after] - times[before] > BRIDGE_NS:
+                self.unplaced += 1
+                return UNPLACED_FRAME
+            if self._where(samples[before].ip, at_ns) != self._where(samples[after].ip, at_ns):
+                self.unplaced += 1
+                return UNPLACED_FRAME
+            best = before
+        place, path, function = self._where(samples[best].ip, at_ns)
+        cls = self._class_of(path, function)
+        if cls is None:  # a clock read: where it was called from, else the code around it
+            caller = self._caller(samples[best], at_ns)
+            if caller is not None:
+                place, cls = caller
+            else:
+                cls = self._class_around_clock(tid, best, at_ns)
+        if cls is NativeClass.DEVICE and not self._spinning(tid, at_ns):
+            cls = NativeClass.LAUNCH
+        self.placed += 1
+        return native_frame(cls, place)
+
+    def _class_at(self, tid: int, index: int, at_ns: int) -> NativeClass | None:
+        _place, path, function = self._where(self._samples[tid][index].ip, at_ns)
+        return self._class_of(path, function)
+
+    def _caller(self, sample: CpuSample, at_ns: int) -> tuple[str, NativeClass] | None:
+        """The place and class of the code that called a clock read: the first candidate
+        return address (perf.CpuSample.callers) that lies in executable code other than a
+        clock read. A leaf clock function keeps no frame of its own beyond its return
+        address, so the first such word is its caller's, or its caller's caller's where
+        the C library's wrapper stands between."""
+        for address in sample.callers()[:MAX_CALLER_WORDS]:
+            if self._maps.find(address) is None:
+                continue
+            place, path, function = self._where(address, at_ns)
+            cls = self._class_of(path, function)
+            if cls is not None:
+                return place, cls
+        return None
+
+    def _class_around_clock(self, tid: int, index: int, at_ns: int) -> NativeClass:
+        """The class of the nearest samples that are no clock read, before and after
+        `index` within BRIDGE; where they disagree, the nearer one's."""
+        times = self._times[tid]
+        found: list[tuple[int, NativeClass]] = []
+        for step in (-1, 1):
+            i = index + step
+            while 0 <= i < len(times) and abs(times[i] - times[index]) <= BRIDGE_NS:
+                cls = self._class_at(tid, i, at_ns)
+                if cls is not None:
+                    found.append((abs(times[i] - times[index]), cls))
+                    break
+                i += step
+        if not found:
+            return NativeClass.HOST  # nothing but clock reads: a C loop reading the clock
+        return min(found, key=lambda pair: pair[0])[1]
+
+    def _spinning(self, tid: int, at_ns: int) -> bool:
+        """Whether the thread's samples within NEIGHBOURHOOD of `at_ns` are all in a device
+        library, a clock read or the interpreter (the Python code that called the wait and
+        runs after it): a spin-wait. Host libraries among them (the framework's operator
+        dispatch, the runtime's launch path) make it a launch."""
+        times = self._times[tid]
+        low = bisect.bisect_left(times, at_ns - NEIGHBOURHOOD_NS)
+        high = bisect.bisect_right(times, at_ns + NEIGHBOURHOOD_NS)
+        return all(
+            self._class_at(tid, i, at_ns) in (None, NativeClass.DEVICE, NativeClass.GIL)
+            for i in range(low, high)
+        )
+
+    def _where(self, ip: int, now_ns: int) -> tuple[str, str, str | None]:
+        """(place for the frame: file name and function, the mapped path, the function)."""
+        row = self._maps.find(ip)
+        if row is None:
+            self._maps.refresh(now_ns)
+            row = self._maps.find(ip)
+            if row is None:
+                return "[unmapped]", "[unmapped]", None
+        low, _high, offset, path = row
+        library = os.path.basename(path) if path.startswith("/") else path
+        symbol = self._symbols.name(path, ip - low + offset) if path.startswith("/") else None
+        return (f"{library} {symbol}" if symbol else library), path, symbol
+
+    def _class_of(self, path: str, function: str | None) -> NativeClass | None:
+        """The class of a place; None for a clock read (it takes its neighbours')."""
+        if is_clock_read(path, function):
+            return None
+        cls = self._classes.get(path)
+        if cls is None:
+            if path == self.interpreter_path:
+                cls = NativeClass.GIL
+            else:
+                library = os.path.basename(path) if path.startswith("/") else path
+                cls = self.rules.library_class(library)
+            self._classes[path] = cls
+        return cls
+
+    @property
+    def lost(self) -> int:
+        return self.sampler.lost
+
+    def close(self) -> None:
+        self.sampler.close()

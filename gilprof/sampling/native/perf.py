@@ -1,0 +1,259 @@
+"""The kernel's on-CPU samples of chosen threads, read without pausing them (perf_event_open).
+
+Each thread gets a software cpu-clock event, user space only (exclude_kernel), with a ring
+buffer shared with this process. The kernel's timer fires on the thread's own CPU every
+PERIOD of its CPU time and writes the user-space instruction pointer, the thread id and the
+time (on CLOCK_MONOTONIC, the clock the state reader ticks on) into the buffer; the thread
+never stops. A thread off its CPU (blocked, or runnable waiting for a core) gives no sample.
+
+Permission is the one py-spy needs: at perf_event_paranoid 2 (the kernel's default) a
+process may sample user space of another process it may ptrace; paranoid 3 (some
+distributions), a seccomp profile (Docker's default refuses perf_event_open) or a missing
+CAP_PERFMON refuse it: `PerfRefused` carries the kernel's reason in one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import mmap
+import os
+import platform
+import struct
+from dataclasses import dataclass
+
+# perf_event_open's number is the architecture's own (there is no glibc wrapper).
+PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
+
+_PERF_TYPE_SOFTWARE = 1
+_PERF_COUNT_SW_CPU_CLOCK = 0
+_SAMPLE_IP, _SAMPLE_TID, _SAMPLE_TIME = 1 << 0, 1 << 1, 1 << 2
+_SAMPLE_REGS_USER, _SAMPLE_STACK_USER = 1 << 12, 1 << 13
+# The registers that find a leaf function's caller: the stack pointer (the return address
+# is on the stack on x86_64) and, on aarch64, the link register (it holds it there).
+_CALLER_REGS = {"x86_64": 1 << 7, "aarch64": (1 << 30) | (1 << 31)}  # SP; LR, SP
+STACK_BYTES = 256  # of the user stack copied with each sample: a leaf's callers' addresses
+_DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
+_USE_CLOCKID = 1 << 25
+_CLOCK_MONOTONIC = 1
+_FLAG_FD_CLOEXEC = 8
+_RECORD_LOST, _RECORD_SAMPLE = 2, 9
+_IOC_ENABLE = 0x2400  # PERF_EVENT_IOC_ENABLE
+_DATA_HEAD, _DATA_TAIL = 1024, 1032  # in the ring buffer's first (metadata) page
+# A power of two: 32 KiB holds ~90 samples with their stack copies, 90 ms of one busy
+# thread at 1 kHz; the reader drains every tick. Small, because an unprivileged user's
+# buffers all count against kernel.perf_event_mlock_kb (516 KiB by default).
+DATA_PAGES = 8
+_SAMPLE = struct.Struct("<QIIQQ")  # ip, pid, tid, time, regs abi
+_HEADER = struct.Struct("<IHH")  # type, misc, size
+
+_u32, _u64 = ctypes.c_uint32, ctypes.c_uint64
+
+
+class _Attr(ctypes.Structure):
+    """struct perf_event_attr as of PERF_ATTR_SIZE_VER8 (136 bytes)."""
+
+    _fields_ = [
+        ("type", _u32), ("size", _u32), ("config", _u64), ("sample_period", _u64),
+        ("sample_type", _u64), ("read_format", _u64), ("flags", _u64),
+        ("wakeup_events", _u32), ("bp_type", _u32), ("config1", _u64), ("config2", _u64),
+        ("branch_sample_type", _u64), ("sample_regs_user", _u64),
+        ("sample_stack_user", _u32), ("clockid", ctypes.c_int32),
+        ("sample_regs_intr", _u64), ("aux_watermark", _u32),
+        ("sample_max_stack", ctypes.c_uint16), ("_reserved_2", ctypes.c_uint16),
+        ("aux_sample_size", _u32), ("_reserved_3", _u32), ("sig_data", _u64),
+        ("config3", _u64),
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSample:
+    time_ns: int  # CLOCK_MONOTONIC
+    ip: int  # the user-space instruction pointer
+    registers: bytes  # the _CALLER_REGS, in register-number order
+    stack: bytes  # the first STACK_BYTES of the user stack, from the stack pointer up
+
+    def callers(self) -> list[int]:
+        """Candidate return addresses, innermost first: the link register (aarch64), then
+        every word on the copied stack. A leaf function's caller is the first of these in
+        code; the rest may be stale values (the reader checks each against the maps)."""
+        words = [
+            int.from_bytes(self.stack[i : i + 8], "little")
+            for i in range(0, len(self.stack) - 7, 8)
+        ]
+        if len(self.registers) == 16:  # aarch64: LR, SP
+            return [int.from_bytes(self.registers[:8], "little"), *words]
+        return words
+
+
+class PerfRefused(Exception):
+    """The kernel refused a sampling event; the message is one line with its reason."""
+
+
+def paranoid_level() -> int | None:
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid", encoding="ascii") as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _refusal(tid: int, errno: int) -> str:
+    level = paranoid_level()
+    why = os.strerror(errno)
+    if errno in (1, 13):  # EPERM, EACCES
+        if level is not None and level > 2:
+            why += (
+                f" (kernel.perf_event_paranoid is {level}; 2 lets a user sample a process "
+                "it may ptrace: sysctl kernel.perf_event_paranoid=2)"
+            )
+        else:
+            why += (
+                " (a seccomp profile or a missing CAP_PERFMON/ptrace right; in Docker: "
+                "--cap-add PERFMON --cap-add SYS_PTRACE, or a seccomp profile that allows "
+                "perf_event_open)"
+            )
+    elif errno == 38:  # ENOSYS
+        why += " (this kernel has no perf events)"
+    return f"perf_event_open refused for thread {tid}: {why}"
+
+
+class _Libc:
+    """syscall(2) and ioctl(2) through ctypes, loaded once."""
+
+    _lib: ctypes.CDLL | None = None
+
+    @classmethod
+    def get(cls) -> ctypes.CDLL:
+        if cls._lib is None:
+            lib = ctypes.CDLL(None, use_errno=True)
+            lib.syscall.restype = ctypes.c_long
+            lib.ioctl.restype = ctypes.c_int
+            cls._lib = lib
+        return cls._lib
+
+
+class ThreadEvent:
+    """One thread's cpu-clock event and its ring buffer."""
+
+    def __init__(self, tid: int, period_ns: int) -> None:
+        number = PERF_EVENT_OPEN.get(platform.machine())
+        if number is None or platform.machine() not in _CALLER_REGS:
+            raise PerfRefused(f"perf_event_open: no system call number for {platform.machine()}")
+        attr = _Attr(
+            type=_PERF_TYPE_SOFTWARE,
+            size=ctypes.sizeof(_Attr),
+            config=_PERF_COUNT_SW_CPU_CLOCK,
+            sample_period=period_ns,
+            sample_type=_SAMPLE_IP
+            | _SAMPLE_TID
+            | _SAMPLE_TIME
+            | _SAMPLE_REGS_USER
+            | _SAMPLE_STACK_USER,
+            flags=_DISABLED | _EXCLUDE_KERNEL | _EXCLUDE_HV | _USE_CLOCKID,
+            clockid=_CLOCK_MONOTONIC,
+            sample_regs_user=_CALLER_REGS[platform.machine()],
+            sample_stack_user=STACK_BYTES,
+        )
+        self._regs = bin(attr.sample_regs_user).count("1")
+        libc = _Libc.get()
+        fd = libc.syscall(number, ctypes.byref(attr), tid, -1, -1, _FLAG_FD_CLOEXEC)
+        if fd < 0:
+            raise PerfRefused(_refusal(tid, ctypes.get_errno()))
+        self.tid = tid
+        self.fd = int(fd)
+        try:
+            self._buffer = mmap.mmap(
+                self.fd, (1 + DATA_PAGES) * mmap.PAGESIZE, mmap.MAP_SHARED,
+                mmap.PROT_READ | mmap.PROT_WRITE,
+            )  # fmt: skip
+        except OSError as exc:
+            os.close(self.fd)
+            raise PerfRefused(f"perf ring buffer for thread {tid}: {exc.strerror}") from None
+        if libc.ioctl(self.fd, _IOC_ENABLE, 0) != 0:
+            errno = ctypes.get_errno()
+            self.close()
+            raise PerfRefused(_refusal(tid, errno))
+        self.lost = 0  # samples the kernel dropped for a full buffer
+
+    def drain(self, out: list[CpuSample]) -> None:
+        """Append each sample written since the last drain, and free its space."""
+        buffer = self._buffer
+        head = int.from_bytes(buffer[_DATA_HEAD : _DATA_HEAD + 8], "little")
+        tail = int.from_bytes(buffer[_DATA_TAIL : _DATA_TAIL + 8], "little")
+        if head == tail:
+            return
+        size = DATA_PAGES * mmap.PAGESIZE
+        base = mmap.PAGESIZE
+        start, end = tail % size, head % size
+        if head - tail >= size or end <= start:  # wrapped: copy both pieces
+            data = buffer[base + start : base + size] + buffer[base : base + end]
+        else:
+            data = buffer[base + start : base + end]
+        limit = min(len(data), head - tail)
+        offset = 0
+        regs = 8 * self._regs
+        while offset + 8 <= limit:
+            kind, _misc, length = _HEADER.unpack_from(data, offset)
+            if length < 8 or offset + length > limit:
+                break  # never written this way: stop rather than misread
+            if kind == _RECORD_SAMPLE:
+                ip, _pid, _tid, time_ns, abi = _SAMPLE.unpack_from(data, offset + 8)
+                at = offset + 8 + _SAMPLE.size
+                registers = data[at : at + regs] if abi else b""
+                at += regs if abi else 0
+                copied = int.from_bytes(data[at : at + 8], "little")
+                stack = data[at + 8 : at + 8 + copied]
+                out.append(CpuSample(time_ns, ip, registers, stack))
+            elif kind == _RECORD_LOST and offset + 24 <= limit:
+                self.lost += int.from_bytes(data[offset + 16 : offset + 24], "little")
+            offset += length
+        buffer[_DATA_TAIL : _DATA_TAIL + 8] = head.to_bytes(8, "little")
+
+    def close(self) -> None:
+        with contextlib.suppress(AttributeError, BufferError):
+            self._buffer.close()
+        os.close(self.fd)
+
+
+class CpuSampler:
+    """Cpu-clock events on a changing set of threads."""
+
+    def __init__(self, period_ns: int) -> None:
+        self.period_ns = period_ns
+        self.events: dict[int, ThreadEvent] = {}
+        self.gone: set[int] = set()  # threads whose event could not be opened: exited
+
+    def follow(self, tids: set[int]) -> None:
+        """Open events on new threads, close those of threads no longer followed. A thread
+        that exited before its event opened is skipped; any other refusal raises."""
+        for tid in list(self.events):
+            if tid not in tids:
+                self.events.pop(tid).close()
+        for tid in tids:
+            if tid in self.events or tid in self.gone:
+                continue
+            try:
+                self.events[tid] = ThreadEvent(tid, self.period_ns)
+            except PerfRefused:
+                if not os.path.exists(f"/proc/self/task/{tid}") and not _thread_exists(tid):
+                    self.gone.add(tid)
+                    continue
+                raise
+
+    @property
+    def lost(self) -> int:
+        return sum(event.lost for event in self.events.values())
+
+    def close(self) -> None:
+        for event in self.events.values():
+            event.close()
+        self.events.clear()
+
+
+def _thread_exists(tid: int) -> bool:
+    try:
+        os.stat(f"/proc/{tid}")
+    except OSError:
+        return False
+    return True
