@@ -112,6 +112,15 @@ def is_clock_read(path: str, function: str | None) -> bool:
     return path in CLOCK_PLACES or function in CLOCK_FUNCTIONS
 
 
+# The C library, its threads and the dynamic loader serve whoever calls them (memcpy,
+# sched_yield, a lock's futex wrapper): their time is their caller's kind of time.
+PASS_THROUGH_LIBRARIES = ("libc.so*", "libc-*.so", "libpthread.so*", "ld-linux*.so*")
+
+
+def is_pass_through(library: str) -> bool:
+    return any(fnmatch.fnmatchcase(library, pattern) for pattern in PASS_THROUGH_LIBRARIES)
+
+
 @dataclass(frozen=True)
 class NativeRules:
     rules: tuple[LibraryRule, ...] = BUILTIN_RULES
@@ -138,9 +147,11 @@ class NativeRules:
             for (cls, source), patterns in by.items()
         )
         return (
-            "native time placed by the kernel's on-CPU samples (perf_event_open, user space), "
-            f"classed by library: {named}; in a device library a sample is a wait when the "
-            "thread's samples around it are all in device libraries or clock reads, else a "
-            "launch (host work); in the interpreter's own code, taking or handing over the "
-            "GIL; in any other library, host work; with no sample near the reading, unplaced"
+            "native time placed by the kernel's on-CPU samples (perf_event_open), classed by "
+            f"library: {named}; in a device library a sample is a wait when the thread's "
+            "samples around it are all in device libraries, clock reads or the interpreter, "
+            "else a launch (host work); in the interpreter's own code, taking or handing over "
+            "the GIL; in a clock read, the C library or the kernel (a system call), the class "
+            "of the code that called it (the first return address on the sampled stack); in "
+            "any other library, host work; with no sample near the reading, unplaced"
         )

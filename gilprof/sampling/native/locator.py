@@ -32,7 +32,13 @@ import threading
 from collections.abc import Iterable
 
 from gilprof.model import Frame
-from gilprof.native_classes import NativeClass, NativeRules, is_clock_read, native_frame
+from gilprof.native_classes import (
+    NativeClass,
+    NativeRules,
+    is_clock_read,
+    is_pass_through,
+    native_frame,
+)
 from gilprof.sampling.native.perf import CpuSample, CpuSampler
 from gilprof.sampling.native.symbols import FunctionSymbols, read_function_symbols
 
@@ -134,6 +140,7 @@ class NativeLocator:
         self._times: dict[int, list[int]] = {}
         self._samples: dict[int, list[CpuSample]] = {}
         self._classes: dict[str, NativeClass] = {}
+        self._pass_through: dict[str, bool] = {}
         self.placed = 0
         self.unplaced = 0
         self.samples = 0
@@ -179,41 +186,50 @@ class NativeLocator:
             if before < 0 or after >= len(times) or times[after] - times[before] > BRIDGE_NS:
                 self.unplaced += 1
                 return UNPLACED_FRAME
-            if self._where(samples[before].ip, at_ns) != self._where(samples[after].ip, at_ns):
+            if self._place_of(samples[before], at_ns) != self._place_of(samples[after], at_ns):
                 self.unplaced += 1
                 return UNPLACED_FRAME
             best = before
-        place, path, function = self._where(samples[best].ip, at_ns)
-        cls = self._class_of(path, function)
-        if cls is None:  # a clock read: where it was called from, else the code around it
-            caller = self._caller(samples[best], at_ns)
-            if caller is not None:
-                place, cls = caller
-            else:
-                cls = self._class_around_clock(tid, best, at_ns)
+        place, cls = self._place_of(samples[best], at_ns)
+        if cls is None:  # a clock read called from nowhere known: the code around it
+            cls = self._class_around_clock(tid, best, at_ns)
         if cls is NativeClass.DEVICE and not self._spinning(tid, at_ns):
             cls = NativeClass.LAUNCH
         self.placed += 1
         return native_frame(cls, place)
 
-    def _class_at(self, tid: int, index: int, at_ns: int) -> NativeClass | None:
-        _place, path, function = self._where(self._samples[tid][index].ip, at_ns)
-        return self._class_of(path, function)
-
-    def _caller(self, sample: CpuSample, at_ns: int) -> tuple[str, NativeClass] | None:
-        """The place and class of the code that called a clock read: the first candidate
-        return address (perf.CpuSample.callers) that lies in executable code other than a
-        clock read. A leaf clock function keeps no frame of its own beyond its return
-        address, so the first such word is its caller's, or its caller's caller's where
-        the C library's wrapper stands between."""
+    def _place_of(self, sample: CpuSample, at_ns: int) -> tuple[str, NativeClass | None]:
+        """The place and class of one sample. A sample in a clock read, the C library or
+        the kernel (a system call) takes its caller's: the first candidate return address
+        (CpuSample.callers) in executable code that is none of those. A leaf function keeps
+        no frame of its own beyond its return address, so the first such word is its
+        caller's (or its caller's caller's, where a C library wrapper stands between).
+        None for a clock read whose caller is not found."""
+        ip = sample.user_ip()
+        if ip is None:
+            return "[kernel]", NativeClass.HOST
+        place, path, function = self._where(ip, at_ns)
+        cls = self._class_of(path, function)
+        if cls is not None and not sample.in_kernel and not self._passes(path):
+            return place, cls
         for address in sample.callers()[:MAX_CALLER_WORDS]:
             if self._maps.find(address) is None:
                 continue
-            place, path, function = self._where(address, at_ns)
-            cls = self._class_of(path, function)
-            if cls is not None:
-                return place, cls
-        return None
+            caller, caller_path, caller_function = self._where(address, at_ns)
+            caller_cls = self._class_of(caller_path, caller_function)
+            if caller_cls is not None and not self._passes(caller_path):
+                return caller, caller_cls
+        return place, cls
+
+    def _passes(self, path: str) -> bool:
+        passes = self._pass_through.get(path)
+        if passes is None:
+            library = os.path.basename(path) if path.startswith("/") else path
+            passes = self._pass_through[path] = is_pass_through(library)
+        return passes
+
+    def _class_at(self, tid: int, index: int, at_ns: int) -> NativeClass | None:
+        return self._place_of(self._samples[tid][index], at_ns)[1]
 
     def _class_around_clock(self, tid: int, index: int, at_ns: int) -> NativeClass:
         """The class of the nearest samples that are no clock read, before and after

@@ -1,15 +1,17 @@
 """The kernel's on-CPU samples of chosen threads, read without pausing them (perf_event_open).
 
-Each thread gets a software cpu-clock event, user space only (exclude_kernel), with a ring
-buffer shared with this process. The kernel's timer fires on the thread's own CPU every
-PERIOD of its CPU time and writes the user-space instruction pointer, the thread id and the
-time (on CLOCK_MONOTONIC, the clock the state reader ticks on) into the buffer; the thread
-never stops. A thread off its CPU (blocked, or runnable waiting for a core) gives no sample.
+Each thread gets a software cpu-clock event with a ring buffer shared with this process.
+The kernel's timer fires on the thread's own CPU every period of its CPU time and writes
+the instruction pointer, the time (on CLOCK_MONOTONIC, the clock the state reader ticks
+on), the user registers that find the caller (instruction and stack pointer, link register)
+and the top of the user stack into the buffer; the thread never stops. A thread off its CPU
+(blocked, or runnable waiting for a core) gives no sample.
 
 Permission is the one py-spy needs: at perf_event_paranoid 2 (the kernel's default) a
-process may sample user space of another process it may ptrace; paranoid 3 (some
-distributions), a seccomp profile (Docker's default refuses perf_event_open) or a missing
-CAP_PERFMON refuse it: `PerfRefused` carries the kernel's reason in one line.
+process may sample user space of another process it may ptrace (kernel-side samples too
+where it is root or has CAP_PERFMON; otherwise user space only, exclude_kernel); paranoid 3
+(some distributions), a seccomp profile (Docker's default refuses perf_event_open) or a
+missing CAP_PERFMON refuse it: `PerfRefused` carries the kernel's reason in one line.
 """
 
 from __future__ import annotations
@@ -29,9 +31,13 @@ _PERF_TYPE_SOFTWARE = 1
 _PERF_COUNT_SW_CPU_CLOCK = 0
 _SAMPLE_IP, _SAMPLE_TID, _SAMPLE_TIME = 1 << 0, 1 << 1, 1 << 2
 _SAMPLE_REGS_USER, _SAMPLE_STACK_USER = 1 << 12, 1 << 13
-# The registers that find a leaf function's caller: the stack pointer (the return address
-# is on the stack on x86_64) and, on aarch64, the link register (it holds it there).
-_CALLER_REGS = {"x86_64": 1 << 7, "aarch64": (1 << 30) | (1 << 31)}  # SP; LR, SP
+# The user-space registers kept with each sample: the instruction pointer (where a thread
+# that the timer caught inside a system call made the call), the stack pointer (a leaf
+# function's return address is on the stack on x86_64) and, on aarch64, the link register
+# (it holds the return address there). Bits are perf_regs.h numbers; the kernel writes the
+# registers in bit order: x86_64 SP, IP; aarch64 LR, SP, PC.
+_CALLER_REGS = {"x86_64": (1 << 7) | (1 << 8), "aarch64": (1 << 30) | (1 << 31) | (1 << 32)}
+KERNEL_SPACE = 1 << 63  # instruction pointers at or above this are the kernel's
 STACK_BYTES = 256  # of the user stack copied with each sample: a leaf's callers' addresses
 _DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
 _USE_CLOCKID = 1 << 25
@@ -69,25 +75,43 @@ class _Attr(ctypes.Structure):
 @dataclass(frozen=True, slots=True)
 class CpuSample:
     time_ns: int  # CLOCK_MONOTONIC
-    ip: int  # the user-space instruction pointer
+    ip: int  # the instruction pointer (the kernel's for a sample caught in a system call)
     registers: bytes  # the _CALLER_REGS, in register-number order
     stack: bytes  # the first STACK_BYTES of the user stack, from the stack pointer up
+
+    @property
+    def in_kernel(self) -> bool:
+        """Caught inside the kernel (a system call): `ip` is the kernel's."""
+        return self.ip >= KERNEL_SPACE
+
+    def user_ip(self) -> int | None:
+        """Where in user space the thread was: `ip`, or for a sample caught in the kernel
+        the user registers' instruction pointer (the system call's call site)."""
+        if not self.in_kernel:
+            return self.ip
+        if len(self.registers) == 16:  # x86_64: SP, IP
+            return int.from_bytes(self.registers[8:16], "little")
+        if len(self.registers) == 24:  # aarch64: LR, SP, PC
+            return int.from_bytes(self.registers[16:24], "little")
+        return None
 
     def callers(self) -> list[int]:
         """Candidate return addresses, innermost first: the link register (aarch64), then
         every word on the copied stack. A leaf function's caller is the first of these in
-        code; the rest may be stale values (the reader checks each against the maps)."""
-        words = [
-            int.from_bytes(self.stack[i : i + 8], "little")
-            for i in range(0, len(self.stack) - 7, 8)
-        ]
-        if len(self.registers) == 16:  # aarch64: LR, SP
+        code; the rest may be stale values (the locator checks each against the maps)."""
+        stack = self.stack
+        words = [int.from_bytes(stack[i : i + 8], "little") for i in range(0, len(stack) - 7, 8)]
+        if len(self.registers) == 24:  # aarch64: LR first
             return [int.from_bytes(self.registers[:8], "little"), *words]
         return words
 
 
 class PerfRefused(Exception):
     """The kernel refused a sampling event; the message is one line with its reason."""
+
+    def __init__(self, message: str, errno: int = 0) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 def paranoid_level() -> int | None:
@@ -136,7 +160,7 @@ class _Libc:
 class ThreadEvent:
     """One thread's cpu-clock event and its ring buffer."""
 
-    def __init__(self, tid: int, period_ns: int) -> None:
+    def __init__(self, tid: int, period_ns: int, kernel: bool = True) -> None:
         number = PERF_EVENT_OPEN.get(platform.machine())
         if number is None or platform.machine() not in _CALLER_REGS:
             raise PerfRefused(f"perf_event_open: no system call number for {platform.machine()}")
@@ -150,7 +174,7 @@ class ThreadEvent:
             | _SAMPLE_TIME
             | _SAMPLE_REGS_USER
             | _SAMPLE_STACK_USER,
-            flags=_DISABLED | _EXCLUDE_KERNEL | _EXCLUDE_HV | _USE_CLOCKID,
+            flags=_DISABLED | _EXCLUDE_HV | _USE_CLOCKID | (0 if kernel else _EXCLUDE_KERNEL),
             clockid=_CLOCK_MONOTONIC,
             sample_regs_user=_CALLER_REGS[platform.machine()],
             sample_stack_user=STACK_BYTES,
@@ -159,7 +183,7 @@ class ThreadEvent:
         libc = _Libc.get()
         fd = libc.syscall(number, ctypes.byref(attr), tid, -1, -1, _FLAG_FD_CLOEXEC)
         if fd < 0:
-            raise PerfRefused(_refusal(tid, ctypes.get_errno()))
+            raise PerfRefused(_refusal(tid, ctypes.get_errno()), ctypes.get_errno())
         self.tid = tid
         self.fd = int(fd)
         try:
@@ -221,6 +245,10 @@ class CpuSampler:
 
     def __init__(self, period_ns: int) -> None:
         self.period_ns = period_ns
+        # Samples inside the kernel too (a thread spinning through a system call, such as
+        # MPICH's sched_yield, is placed by its call site) where the kernel allows it (root,
+        # CAP_PERFMON, or perf_event_paranoid <= 1); user space only otherwise
+        self.kernel = True
         self.events: dict[int, ThreadEvent] = {}
         self.gone: set[int] = set()  # threads whose event could not be opened: exited
 
@@ -234,12 +262,22 @@ class CpuSampler:
             if tid in self.events or tid in self.gone:
                 continue
             try:
-                self.events[tid] = ThreadEvent(tid, self.period_ns)
+                self.events[tid] = self._open(tid)
             except PerfRefused:
                 if not os.path.exists(f"/proc/self/task/{tid}") and not _thread_exists(tid):
                     self.gone.add(tid)
                     continue
                 raise
+
+    def _open(self, tid: int) -> ThreadEvent:
+        if self.kernel:
+            try:
+                return ThreadEvent(tid, self.period_ns, kernel=True)
+            except PerfRefused as exc:
+                if exc.errno not in (1, 13):  # EPERM, EACCES: kernel samples not allowed
+                    raise
+                self.kernel = False
+        return ThreadEvent(tid, self.period_ns, kernel=False)
 
     @property
     def lost(self) -> int:
