@@ -114,6 +114,7 @@ class StateReader:
     def locate_native(self, rules: NativeRules) -> str:
         """Start placing native readings; '' or, when the kernel refuses, one line why."""
         locator = NativeLocator(self.interpreter.pid, self.interpreter.located.path, rules)
+        self._refresh_threads(time.monotonic())
         try:
             locator.follow(self.threads)
         except PerfRefused as exc:
