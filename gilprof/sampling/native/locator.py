@@ -15,9 +15,10 @@ each native reading, takes the thread's sample nearest to the reading's instant:
   takes the class of the samples around it; the rules decide the rest.
 
 No sample within NEAREST of the reading: the thread was off its CPU (runnable, waiting for
-a core), or the native moment was shorter than a period. Where the samples on both sides,
-at most BRIDGE apart, are in the same function of the same file, the thread was preempted
-there and is placed there; otherwise the reading is unplaced, and says so.
+a core), or the native moment was shorter than a period. A thread resumes where it was
+preempted, so it is placed at its last sample when that is at most BRIDGE old and its next
+sample (if it has run since) is of the same class; otherwise the reading is unplaced, and
+says so.
 
 Samples are matched after the fact: the reader asks at the tick after the reading, so the
 samples that follow it are in. Symbols are loaded in a background thread the first time a
@@ -181,12 +182,17 @@ class NativeLocator:
         near = [i for i in (before, after) if 0 <= i < len(times)]
         best = min(near, key=lambda i: abs(times[i] - at_ns))
         if abs(times[best] - at_ns) > NEAREST_NS:
-            # Off its CPU at the reading (runnable, waiting for a core): it was where its
-            # last sample was if it is there again at its next one.
-            if before < 0 or after >= len(times) or times[after] - times[before] > BRIDGE_NS:
+            # Off its CPU at the reading (runnable, waiting for a core): a thread resumes
+            # where it was preempted, near its last sample. Placed there if that sample is
+            # at most BRIDGE old and the thread's next sample, if it has run since, is of
+            # the same class.
+            if before < 0 or at_ns - times[before] > BRIDGE_NS:
                 self.unplaced += 1
                 return UNPLACED_FRAME
-            if self._place_of(samples[before], at_ns) != self._place_of(samples[after], at_ns):
+            ran_since = after < len(times) and times[after] - at_ns <= BRIDGE_NS
+            if ran_since and self._class_at(tid, before, at_ns) != self._class_at(
+                tid, after, at_ns
+            ):
                 self.unplaced += 1
                 return UNPLACED_FRAME
             best = before

@@ -1,0 +1,282 @@
+"""Native time's classes: the rules, the locator's decisions on hand-made samples, the
+verdict on native readings, and the recipe's [native] section."""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+
+import pytest
+
+from gilprof.analysis.verdict import DEVICE, HOST, PEERS, UNDETERMINED, verdict
+from gilprof.errors import InputError
+from gilprof.model import Mode, ThreadState
+from gilprof.native_classes import (
+    NOT_PLACED,
+    LibraryRule,
+    NativeClass,
+    NativeRules,
+    is_clock_read,
+    is_pass_through,
+    native_class_of,
+    native_frame,
+)
+from gilprof.recipes.loader import parse_recipe
+from gilprof.sampling.native.locator import NEAREST_NS, NativeLocator
+from gilprof.sampling.native.perf import CpuSample
+from gilprof.sampling.native.symbols import read_function_symbols
+
+from .builders import make_profile, sample
+
+# -- rules ---------------------------------------------------------------------------------
+
+
+def test_libraries_are_classed_by_their_file_name():
+    rules = NativeRules()
+    assert rules.library_class("libcuda.so.1") is NativeClass.DEVICE
+    assert rules.library_class("libamdhip64.so.6") is NativeClass.DEVICE
+    assert rules.library_class("libmpi.so.12") is NativeClass.PEERS
+    assert rules.library_class("libucp.so.0") is NativeClass.PEERS
+    assert rules.library_class("libnccl.so.2") is NativeClass.PEERS
+    assert rules.library_class("libz.so.1.2.13") is NativeClass.HOST
+    assert rules.library_class("libtorch_cuda.so") is NativeClass.HOST  # the launch path
+
+
+def test_a_recipe_rule_comes_before_the_built_in_ones():
+    rules = NativeRules.with_recipe([LibraryRule("libcudart.so*", NativeClass.HOST, "recipe r")])
+    assert rules.library_class("libcudart.so.13") is NativeClass.HOST
+    assert rules.library_class("libcuda.so.1") is NativeClass.DEVICE
+    assert "host (recipe r): libcudart.so*" in rules.describe()
+
+
+def test_a_native_frame_carries_its_class_and_place():
+    frame = native_frame(NativeClass.PEERS, "libmpi.so.12 MPIDI_progress")
+    assert frame.name == "[native] libmpi.so.12 MPIDI_progress"
+    assert native_class_of(frame) is NativeClass.PEERS
+    assert not frame.is_python
+    assert native_class_of(frame.__class__("step", "app.py", 3)) is None
+
+
+def test_clock_reads_and_the_c_library_pass_through_to_their_caller():
+    assert is_clock_read("[vdso]", None)
+    assert is_clock_read("/usr/lib/x86_64-linux-gnu/libc.so.6", "clock_gettime")
+    assert not is_clock_read("/usr/lib/x86_64-linux-gnu/libc.so.6", "memcpy")
+    assert is_pass_through("libc.so.6") and is_pass_through("ld-linux-x86-64.so.2")
+    assert not is_pass_through("libcuda.so.1")
+
+
+# -- symbols -------------------------------------------------------------------------------
+
+
+def _libc() -> str:
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith("libc.so"):
+                return path
+    pytest.fail("no libc mapped")
+
+
+def test_a_function_is_named_only_inside_its_own_extent():
+    table = read_function_symbols(_libc())
+    start, end, _name = next(e for e in table._extents if e[2] == "clock_gettime")
+    segment = next(s for s in table.segments if s.vaddr <= start < s.vaddr + s.size)
+    offset = start - segment.vaddr + segment.offset
+    assert table.name(offset) == "clock_gettime"
+    assert table.name(offset + (end - start) - 1) == "clock_gettime"
+    gaps = [
+        (a_end, b_start)
+        for (_a, a_end, _n), (b_start, _b, _m) in zip(
+            table._extents, table._extents[1:], strict=False
+        )
+        if b_start - a_end > 16
+    ]
+    gap_start = gaps[0][0] + 8
+    segment = next(s for s in table.segments if s.vaddr <= gap_start < s.vaddr + s.size)
+    assert table.name(gap_start - segment.vaddr + segment.offset) is None
+
+
+# -- the locator's decisions, on hand-made samples --------------------------------------------
+
+LIB = {  # path -> (start address, function extents relative to it)
+    "/opt/lib/libcuda.so.1": 0x10000,
+    "/opt/lib/libtorch_cpu.so": 0x20000,
+    "/usr/lib/libc.so.6": 0x30000,
+    "/usr/bin/python3.11": 0x40000,
+    "[vdso]": 0x50000,
+}
+
+
+class _Maps:
+    def find(self, ip: int):
+        for path, start in LIB.items():
+            if start <= ip < start + 0x1000:
+                return (start, start + 0x1000, 0, path)
+        return None
+
+    def refresh(self, now_ns: int) -> None:
+        pass
+
+
+class _Symbols:
+    def name(self, path: str, file_offset: int) -> str | None:
+        if path.endswith("libc.so.6"):
+            return "clock_gettime" if file_offset < 0x100 else "sched_yield"
+        return None
+
+
+def _locator() -> NativeLocator:
+    locator = NativeLocator.__new__(NativeLocator)
+    locator.interpreter_path = "/usr/bin/python3.11"
+    locator.rules = NativeRules()
+    locator._maps = _Maps()
+    locator._symbols = _Symbols()
+    locator._times, locator._samples = {}, {}
+    locator._classes, locator._pass_through = {}, {}
+    locator.placed = locator.unplaced = locator.samples = 0
+    return locator
+
+
+def _sample(
+    t_ms: float, where: str, offset: int = 0x200, callers: tuple[int, ...] = ()
+) -> CpuSample:
+    stack = b"".join(struct.pack("<Q", c) for c in callers)
+    return CpuSample(int(t_ms * 1e6), LIB[where] + offset, b"", stack)
+
+
+def _feed(locator: NativeLocator, tid: int, samples: list[CpuSample]) -> None:
+    locator._samples[tid] = samples
+    locator._times[tid] = [s.time_ns for s in samples]
+
+
+def _class(locator: NativeLocator, at_ms: float, tid: int = 1) -> NativeClass | None:
+    return native_class_of(locator.place(tid, int(at_ms * 1e6)))
+
+
+def test_a_spin_in_the_driver_is_a_wait_and_a_driver_sample_amid_host_code_a_launch():
+    locator = _locator()
+    cuda, vdso = "/opt/lib/libcuda.so.1", "[vdso]"
+    spin = [_sample(t, cuda if t % 3 else vdso, callers=(LIB[cuda] + 8,)) for t in range(0, 20)]
+    _feed(locator, 1, spin)
+    assert _class(locator, 10.2) is NativeClass.DEVICE
+    launches = [_sample(t, cuda if t % 2 else "/opt/lib/libtorch_cpu.so") for t in range(0, 20)]
+    _feed(locator, 2, launches)
+    assert _class(locator, 9.1, tid=2) is NativeClass.LAUNCH
+
+
+def test_a_clock_read_or_a_c_library_call_takes_its_callers_class():
+    locator = _locator()
+    stale = LIB["/usr/lib/libc.so.6"] + 0x300  # a libc return address: passed over too
+    caller = LIB["/opt/lib/libcuda.so.1"] + 0x40
+    _feed(locator, 1, [_sample(5.0, "[vdso]", callers=(0x7, stale, caller))])
+    frame = locator.place(1, int(5.0e6))
+    assert native_class_of(frame) is NativeClass.DEVICE and "libcuda.so.1" in frame.name
+    _feed(locator, 2, [_sample(5.0, "/usr/lib/libc.so.6", 0x400, callers=(caller,))])
+    assert _class(locator, 5.0, tid=2) is NativeClass.DEVICE
+
+
+def test_the_interpreters_own_code_is_the_gil_hand_off():
+    locator = _locator()
+    _feed(locator, 1, [_sample(5.0, "/usr/bin/python3.11")])
+    assert _class(locator, 5.3) is NativeClass.GIL
+
+
+def test_off_its_cpu_a_thread_is_placed_where_it_was_preempted_if_that_holds():
+    locator = _locator()
+    torch = "/opt/lib/libtorch_cpu.so"
+    _feed(locator, 1, [_sample(0.0, torch), _sample(12.0, torch)])  # preempted in between
+    assert _class(locator, 6.0) is NativeClass.HOST
+    _feed(locator, 2, [_sample(0.0, torch), _sample(12.0, "/opt/lib/libcuda.so.1")])
+    assert _class(locator, 6.0, tid=2) is NativeClass.UNPLACED  # the two sides disagree
+    _feed(locator, 3, [_sample(0.0, torch)])  # not run since its last sample
+    assert _class(locator, NEAREST_NS / 1e6 + 0.5, tid=3) is NativeClass.HOST
+    assert _class(locator, 40.0, tid=3) is NativeClass.UNPLACED  # too long ago
+    assert _class(locator, 1.0, tid=4) is NativeClass.UNPLACED  # a thread with no samples
+
+
+# -- the verdict on native readings ------------------------------------------------------------
+
+LOOP = 11
+
+
+def _native_profile(cls: NativeClass, native: int, held: int = 10, messages=()) -> object:
+    leaf = native_frame(cls, "libx.so.1")
+    windows = []
+    for _ in range(6):
+        wait = sample("loop", "loop", "step", count=native, tid=LOOP, state=ThreadState.NATIVE)
+        wait = wait.__class__(wait.tid, wait.thread_name, (*wait.frames, leaf), native, wait.state)
+        windows.append((100, [sample("loop", "loop", "step", count=held, tid=LOOP), wait]))
+    # contention mode: every thread's state at every tick as samples (states mode keeps the
+    # same readings as spans); the class comes from the locator's leaf frame either way
+    profile = make_profile(windows, mode=Mode.CONTENTION)
+    if messages:
+        from dataclasses import replace
+
+        profile.sampling = replace(profile.sampling, messages=tuple(messages))
+    return profile
+
+
+@pytest.mark.parametrize(
+    ("cls", "bound"),
+    [
+        (NativeClass.DEVICE, DEVICE),
+        (NativeClass.PEERS, PEERS),
+        (NativeClass.HOST, HOST),
+        (NativeClass.LAUNCH, HOST),
+        (NativeClass.UNPLACED, UNDETERMINED),
+    ],
+)
+def test_the_verdict_follows_the_class_of_the_loops_native_time(cls, bound):
+    v = verdict(_native_profile(cls, 90), 30.0, None, loop_thread="loop")
+    assert v.bound == bound, v.reason
+    assert dict(v.loop.native_by_class)[cls.value] == pytest.approx(0.9)
+
+
+def test_unplaced_native_time_names_the_refusal_and_what_would_decide():
+    note = f"{NOT_PLACED}: perf_event_open refused for thread 7: Operation not permitted"
+    v = verdict(_native_profile(NativeClass.UNPLACED, 90, messages=[note]), 30.0, None)
+    assert v.bound == UNDETERMINED and "Operation not permitted" in v.reason
+    assert v.command is not None and "perf_event_paranoid" in v.command
+
+
+def test_a_little_unplaced_time_does_not_stop_a_host_verdict():
+    profile = _native_profile(NativeClass.UNPLACED, 2, held=98)
+    v = verdict(profile, 30.0, None, loop_thread="loop")
+    assert v.bound == HOST, v.reason
+
+
+# -- the recipe's [native] section ---------------------------------------------------------------
+
+
+def test_a_recipe_declares_libraries_per_class():
+    recipe = parse_recipe(
+        'name = "r"\ndescription = "d"\n[native]\ndevice = ["libmydrv.so*"]\n'
+        'peers = ["libmycomm.so*"]\n',
+        "r.toml",
+    )
+    assert [(r.pattern, r.cls) for r in recipe.native] == [
+        ("libmydrv.so*", NativeClass.DEVICE),
+        ("libmycomm.so*", NativeClass.PEERS),
+    ]
+    assert recipe.to_dict()["native"][0] == {"library": "libmydrv.so*", "class": "device-wait"}
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        '[native]\ngpu = ["x.so"]\n',
+        '[native]\ndevice = "x.so"\n',
+        '[native]\ndevice = ["a/b.so"]\n',
+    ],
+)
+def test_a_bad_native_section_is_one_clear_error(section):
+    with pytest.raises(InputError) as raised:
+        parse_recipe('name = "r"\ndescription = "d"\n' + section, "r.toml")
+    assert "native" in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_this_interpreter_is_readable_for_symbols():
+    # the locator names functions in the interpreter itself: its own table must parse
+    table = read_function_symbols(os.path.realpath(sys.executable))
+    assert table.segments
