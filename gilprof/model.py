@@ -179,10 +179,19 @@ class SamplingInfo:
     # the sampler's scheduling: "SCHED_FIFO 10", or "normal (why)" (see backends.base)
     priority: str = ""
     start_trigger: StartTrigger | None = None  # None: sampling began as soon as it could
+    # NVML's busy share of the target's GPU per window (empty: no GPU evidence), and the
+    # line that says which GPU, or why there is none (gilprof.sampling.gpu)
+    gpu_busy: tuple[float, ...] = field(default=())
+    gpu_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The profile's `sampling` object."""
-        return {**asdict(self), "mode": str(self.mode), "messages": list(self.messages)}
+        return {
+            **asdict(self),
+            "mode": str(self.mode),
+            "messages": list(self.messages),
+            "gpu_busy": list(self.gpu_busy),
+        }
 
 
 # Frames every thread or script has below its real work: they hold the GIL whenever their

@@ -68,6 +68,8 @@ class Verdict:
     reason: str
     command: str | None  # what would decide it (undetermined), or None
     loop: LoopTime
+    gpu_busy: float | None = None  # NVML's busy share of the rank's GPU, where read
+    gpu_note: str = ""  # the GPU's evidence in one line, or why there is none
 
     @property
     def headline(self) -> str:
@@ -111,6 +113,8 @@ class Verdict:
                 None if self.loop.unplaced is None else round(self.loop.unplaced.value, 4)
             ),
             "native_by_class": {name: round(share, 4) for name, share in self.loop.native_by_class},
+            "gpu_busy_share": None if self.gpu_busy is None else round(self.gpu_busy, 4),
+            "gpu": self.gpu_note or None,
         }
 
 

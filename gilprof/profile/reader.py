@@ -116,6 +116,12 @@ class ProfileReader:
             messages=tuple(str(m) for m in self._list(s, "messages", default=[])),
             priority=str(s.get("priority") or ""),
             start_trigger=self.read_start_trigger(s.get("start_trigger")),
+            gpu_busy=tuple(
+                min(1.0, max(0.0, float(x)))
+                for x in self._list(s, "gpu_busy", default=[])
+                if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+            ),
+            gpu_note=str(s.get("gpu_note") or ""),
         )
 
     def read_start_trigger(self, t: Any) -> StartTrigger | None:

@@ -13,7 +13,7 @@ from gilprof.analysis.attribution import Attribution, FunctionShare
 from gilprof.analysis.contention import Contention
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.per_step import LoopCosts
-from gilprof.analysis.verdict import Verdict
+from gilprof.analysis.verdict import BOUND_WORDS, Verdict
 from gilprof.analysis.what_if import Prediction
 from gilprof.model import is_wrapper_frame
 from gilprof.profile import Profile
@@ -199,12 +199,6 @@ def render_json(data: ReportData, **_: Any) -> str:
     return json.dumps(out, indent=2) + "\n"
 
 
-_BOUND_WORDS = {
-    "host": "host-bound",
-    "device": "device-bound",
-    "mixed": "mixed (host and device)",
-    "undetermined": "undetermined",
-}
 
 
 def verdict_lines(v: Verdict | None) -> list[str]:
@@ -213,11 +207,13 @@ def verdict_lines(v: Verdict | None) -> list[str]:
         return []
     device = "n/a" if v.device_step_p50_ms is None else f"{v.device_step_p50_ms:.1f} ms"
     lines = [
-        f"VERDICT  {_BOUND_WORDS.get(v.bound, v.bound)}: loop thread {v.thread}, host step "
+        f"VERDICT  {BOUND_WORDS.get(v.bound, v.bound)}: loop thread {v.thread}, host step "
         f"p50 {v.host_step_p50_ms:.1f} ms, device step p50 {device}",
         f"why      {v.reason}",
         f"thread   {v.thread}: {v.loop.thread.chosen_by}",
     ]
+    if v.gpu_note:
+        lines.append(f"gpu      {v.gpu_note}")
     if v.command:
         lines.append(f"decide   {v.command}")
     return lines

@@ -26,6 +26,7 @@ from gilprof.errors import TargetError
 from gilprof.model import SamplingInfo, Target
 from gilprof.profile import Profile, StreamWriter, read_streams
 from gilprof.sampling.backends.base import Backend, NotReady, SamplerSettings, WindowResult
+from gilprof.sampling.gpu import GpuWatch, summary
 from gilprof.sampling.triggers import Fired
 
 DEFAULT_WINDOW_S = 2.0
@@ -115,6 +116,8 @@ def _sample(
     origin: float | None = None
     errors = 0
     reader = _ReaderCost()
+    gpu, gpu_note = GpuWatch.open(target.pid)
+    gpu_busy: list[float] = []
     ticks_sources: set[str] = set()
     priorities: dict[str, int] = {}  # the sampler's scheduling -> windows sampled with it
     stopped_by = ""
@@ -171,6 +174,10 @@ def _sample(
             stream.window(profile, window)
         errors += result.errors
         reader.add(result)
+        if gpu is not None:
+            busy = gpu.busy_between(result.t0, result.t1)
+            if busy is not None:
+                gpu_busy.append(busy)
         messages.extend(result.messages)
         if on_window is not None:
             on_window(profile, result)  # before the fold: a live view shows the last window
@@ -192,6 +199,12 @@ def _sample(
         and covered < options.duration - options.window_s / 2
     ):
         partial_reason = f"target exited after {covered:.1f} s of {options.duration:g} s"
+    if gpu is not None:
+        gpu.close()
+        if gpu_busy:
+            gpu_note = summary(gpu, gpu_busy)
+        else:
+            gpu_note = f"no GPU evidence: NVML gave no reading of GPU {gpu.index} in any window"
     if reader.ticks:
         messages.append(reader.describe(settings.rate_hz))
         native = reader.native()
@@ -204,6 +217,8 @@ def _sample(
         ticks_source="sampler" if ticks_sources == {"sampler"} else "estimated",
         messages=tuple(messages),
         priority=_priority(priorities),
+        gpu_busy=tuple(gpu_busy),
+        gpu_note=gpu_note,
     )
     if stream is not None:
         stream.finish(profile)

@@ -111,7 +111,10 @@ def test_server_verdict_matches_the_shape(spawn, tmp_path, shape, mode):
     assert verdict["thread"] == "executor-loop"  # chosen by measurement, no --loop-thread
     assert verdict["bound"] == shape, _report(verdict, steps)
     if shape == "host":
-        assert verdict["busy_share"] > 0.9 and verdict["device_wait_share"] < 0.1
+        # rank 0's loop waits a few percent in the attention-DP broadcast for its peers
+        # (MPICH's progress loop): not host work, not the device either
+        busy = verdict["busy_share"] + (verdict["peer_wait_share"] or 0.0)
+        assert busy > 0.9 and verdict["device_wait_share"] < 0.1
     else:
         assert verdict["device_wait_share"] > 0.25
 
