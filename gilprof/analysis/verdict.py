@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gilprof.analysis.loop import (
     DEVICE_WAIT_FUNCTIONS,
@@ -318,6 +318,27 @@ def verdict(
     rank = profile.target.rank
     hint = f"--rank {rank}" if rank is not None else f"--pid {profile.target.pid}"
     note = next((m for m in profile.sampling.messages if NOT_PLACED in m), "")
-    return decide(
+    judged = decide(
         loop_time(profile, thread, names), host_step_p50_ms, device_step_p50_ms, hint, note
     )
+    return with_gpu_evidence(judged, profile.sampling.gpu_busy, profile.sampling.gpu_note)
+
+
+def with_gpu_evidence(v: Verdict, busy: Sequence[float], note: str) -> Verdict:
+    """The verdict with NVML's busy share of the rank's GPU beside it: agreeing evidence,
+    or a disagreement said in words (the loop thread's own time still decides)."""
+    if not busy:
+        return replace(v, gpu_note=note)
+    mean = sum(busy) / len(busy)
+    said = note or f"NVML: the GPU was busy {_pct(mean)}"
+    if v.bound == DEVICE and mean < DEVICE_NEGLIGIBLE:
+        said += (
+            "; the GPU was mostly idle while the loop waited: the wait may be for something "
+            "else named as a device wait (check the recipe's device libraries)"
+        )
+    elif v.bound == HOST and mean >= 1 - DEVICE_NEGLIGIBLE:
+        said += (
+            "; a GPU this busy beside a host-bound loop means other work shares the GPU, or "
+            "the device work overlaps the host work completely"
+        )
+    return replace(v, gpu_busy=mean, gpu_note=said)

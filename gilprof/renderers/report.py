@@ -199,8 +199,6 @@ def render_json(data: ReportData, **_: Any) -> str:
     return json.dumps(out, indent=2) + "\n"
 
 
-
-
 def verdict_lines(v: Verdict | None) -> list[str]:
     """The answer first: bound, step medians, why, and what would decide it."""
     if v is None:
