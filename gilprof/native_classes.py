@@ -29,6 +29,9 @@ class NativeClass(str, Enum):
     DEVICE = "device-wait"  # spinning in the GPU driver or runtime until the device is done
     PEERS = "peer-wait"  # in a communication library's progress loop: waiting for peers
     GIL = "gil-wait"  # the interpreter taking or handing over the GIL
+    # just woken from a system call, not sampled running since: waiting for a core or on
+    # its way back to Python: host-side time
+    WOKEN = "woken"
     UNPLACED = "unplaced"  # no on-CPU sample near the reading: the class is not known
 
     def __str__(self) -> str:
@@ -36,7 +39,7 @@ class NativeClass(str, Enum):
 
     @property
     def is_host_work(self) -> bool:
-        return self in (NativeClass.HOST, NativeClass.LAUNCH)
+        return self in (NativeClass.HOST, NativeClass.LAUNCH, NativeClass.WOKEN)
 
 
 NATIVE_FRAME_PREFIX = "[native]"
@@ -153,5 +156,6 @@ class NativeRules:
             "else a launch (host work); in the interpreter's own code, taking or handing over "
             "the GIL; in a clock read, the C library or the kernel (a system call), the class "
             "of the code that called it (the first return address on the sampled stack); in "
-            "any other library, host work; with no sample near the reading, unplaced"
+            "any other library, host work; a thread just woken from a system call and not "
+            "sampled since, woken (host-side time); with no sample near the reading, unplaced"
         )

@@ -280,3 +280,16 @@ def test_this_interpreter_is_readable_for_symbols():
     # the locator names functions in the interpreter itself: its own table must parse
     table = read_function_symbols(os.path.realpath(sys.executable))
     assert table.segments
+
+
+def test_a_thread_just_woken_from_a_system_call_is_woken_not_where_it_slept():
+    locator = _locator()
+    python = "/usr/bin/python3.11"
+    # it went to sleep from the interpreter at 0 ms, was read blocked at 1 ms, and runs
+    # again from 12 ms: at 10 ms it is runnable, not in the GIL's code
+    _feed(locator, 1, [_sample(0.0, python), _sample(12.0, python)])
+    frame = locator.place(1, int(10e6), blocked_ns=int(1e6))
+    assert native_class_of(frame) is NativeClass.WOKEN and NativeClass.WOKEN.is_host_work
+    # sampled running since the wake-up: placed by that sample
+    frame = locator.place(1, int(12.5e6), blocked_ns=int(1e6))
+    assert native_class_of(frame) is NativeClass.GIL

@@ -158,7 +158,7 @@ class _ScriptedReader(StateReader):
         out.ticks += 1
         readings = self.script.pop(0)
         self._native_tids = {
-            tid: tid for tid, (state, _f) in readings.items() if state is ThreadState.NATIVE
+            tid: (tid, None) for tid, (state, _f) in readings.items() if state is ThreadState.NATIVE
         }
         if not self.script:
             self.stop.set()
@@ -248,6 +248,7 @@ def test_a_thread_blocked_in_the_same_call_keeps_its_stack_without_a_read() -> N
         _blocked_stacks={},
         cond_check=True,
         locator=None,
+        _blocked_at={},
     )
     sleep = b"230 0x1 0x0 0x7ffd0 0x0 0x0 0x0 0x7ffc8 0x7f00\n"
     other = b"230 0x1 0x0 0x7ffe0 0x0 0x0 0x0 0x7ffd8 0x7f00\n"

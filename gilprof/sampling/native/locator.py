@@ -53,6 +53,7 @@ MAX_CALLER_WORDS = 32  # stack words searched for a clock read's caller
 SYNC_LOAD_BYTES = 16 << 20  # symbols of smaller files are read at once, larger in the background
 
 UNPLACED_FRAME = native_frame(NativeClass.UNPLACED, "unplaced (no on-CPU sample near it)")
+WOKEN_FRAME = native_frame(NativeClass.WOKEN, "woken from a system call, not running yet")
 
 
 class _Mappings:
@@ -170,16 +171,28 @@ class NativeLocator:
             if cut:
                 del times[:cut], samples[:cut]
 
-    def place(self, tid: int, at_ns: int) -> Frame:
-        """The leaf frame of a native reading of `tid` at `at_ns` (CLOCK_MONOTONIC)."""
-        times = self._times.get(tid)
-        if not times:
-            self.unplaced += 1
-            return UNPLACED_FRAME
-        samples = self._samples[tid]
+    def place(self, tid: int, at_ns: int, blocked_ns: int | None = None) -> Frame:
+        """The leaf frame of a native reading of `tid` at `at_ns` (CLOCK_MONOTONIC);
+        `blocked_ns`: when the reader last saw the thread blocked in a system call (its
+        samples from before then say nothing of where it is now)."""
+        times = self._times.get(tid) or []
+        samples = self._samples.get(tid) or []
+        first = bisect.bisect_right(times, blocked_ns) if blocked_ns is not None else 0
         index = bisect.bisect_left(times, at_ns)
         before, after = index - 1, index
+        if before < first:
+            before = -1  # from before the block: not where the thread is now
         near = [i for i in (before, after) if 0 <= i < len(times)]
+        woken = blocked_ns is not None and at_ns - blocked_ns <= BRIDGE_NS
+        if woken and before < 0:
+            # Woken from a system call and not sampled running since: runnable, waiting for
+            # a core, or on its way back (the kernel's return, then take_gil). Host-side
+            # time either way, and not yet in the GIL's code as far as anything can tell.
+            self.placed += 1
+            return WOKEN_FRAME
+        if not near:
+            self.unplaced += 1
+            return UNPLACED_FRAME
         best = min(near, key=lambda i: abs(times[i] - at_ns))
         if abs(times[best] - at_ns) > NEAREST_NS:
             # Off its CPU at the reading (runnable, waiting for a core): a thread resumes

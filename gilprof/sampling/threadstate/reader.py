@@ -102,7 +102,9 @@ class StateReader:
         self._last: dict[int, ThreadState] = {}
         # tid -> (its /proc syscall line, its stack) of a thread read blocked: see tick()
         self._blocked_stacks: dict[int, tuple[bytes, tuple[Frame, ...]]] = {}
-        self._native_tids: dict[int, int] = {}  # profile id -> Linux id, native at this tick
+        # profile id -> (Linux id, when last read blocked) of the threads native at this tick
+        self._native_tids: dict[int, tuple[int, float | None]] = {}
+        self._blocked_at: dict[int, float] = {}  # Linux id -> when it was last read blocked
         # glibc's condvar count of its waiters (target.Interpreter.gil_state); switched off
         # for the capture when it reads impossible values (see merge in backends.states)
         self.cond_check = True
@@ -174,7 +176,7 @@ class StateReader:
 
         # A tick's native readings are placed at the next tick, once the on-CPU samples
         # that follow them are in: the readings go into the runs one tick late.
-        pending: tuple[Readings, float, dict[int, int]] | None = None
+        pending: tuple[Readings, float, dict[int, tuple[int, float | None]]] | None = None
         cpu0 = time.thread_time()
         due = time.monotonic()
         out.t_first = due
@@ -280,7 +282,9 @@ class StateReader:
                 blocked[tid] = (texts[tid], frames)
             readings[thread.profile_id] = (state, frames)
             if state is ThreadState.NATIVE:
-                self._native_tids[thread.profile_id] = tid
+                self._native_tids[thread.profile_id] = (tid, self._blocked_at.get(tid))
+            elif state is ThreadState.IDLE:
+                self._blocked_at[tid] = now
         self._blocked_stacks = blocked
         self._last = states
         out.ticks += 1
@@ -291,7 +295,7 @@ class StateReader:
         self,
         readings: Readings,
         at: float,
-        natives: dict[int, int],
+        natives: dict[int, tuple[int, float | None]],
         out: Recording,
     ) -> Readings:
         """The readings of the tick at `at` with each native one's place as its leaf frame;
@@ -303,9 +307,15 @@ class StateReader:
         if locator is not None:
             locator.collect(int(time.monotonic() * 1e9))
         placed = dict(readings)
-        for profile_id, tid in natives.items():
+        for profile_id, (tid, blocked) in natives.items():
             state, frames = readings[profile_id]
-            leaf = self._unplaced if locator is None else locator.place(tid, int(at * 1e9))
+            leaf = (
+                self._unplaced
+                if locator is None
+                else locator.place(
+                    tid, int(at * 1e9), None if blocked is None else int(blocked * 1e9)
+                )
+            )
             cls = native_class_of(leaf)
             if cls is NativeClass.UNPLACED:
                 out.native_unplaced += 1
