@@ -134,6 +134,7 @@ def _locator() -> NativeLocator:
     locator._symbols = _Symbols()
     locator._times, locator._samples = {}, {}
     locator._classes, locator._pass_through = {}, {}
+    locator._switch_times, locator._switch_kinds = {}, {}
     locator.placed = locator.unplaced = locator.samples = 0
     return locator
 
@@ -293,3 +294,21 @@ def test_a_thread_just_woken_from_a_system_call_is_woken_not_where_it_slept():
     # sampled running since the wake-up: placed by that sample
     frame = locator.place(1, int(12.5e6), blocked_ns=int(1e6))
     assert native_class_of(frame) is NativeClass.GIL
+
+
+def test_context_switches_tell_a_preempted_thread_from_one_that_blocked():
+    locator = _locator()
+    python, torch = "/usr/bin/python3.11", "/opt/lib/libtorch_cpu.so"
+    _feed(locator, 1, [_sample(0.0, torch), _sample(1.0, torch)])
+    locator._switch_times[1], locator._switch_kinds[1] = [int(1.2e6)], ["preempted"]
+    assert _class(locator, 8.0) is NativeClass.HOST  # runnable where it was preempted
+    _feed(locator, 2, [_sample(0.0, python), _sample(1.0, python)])
+    locator._switch_times[2], locator._switch_kinds[2] = (
+        [int(1.2e6), int(50e6)],
+        [
+            "blocked",
+            "in",
+        ],
+    )
+    assert _class(locator, 40.0, tid=2) is NativeClass.WOKEN  # woken, waiting for a core
+    assert _class(locator, 50.5, tid=2) is NativeClass.WOKEN  # running, not sampled yet

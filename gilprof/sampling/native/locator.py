@@ -40,7 +40,7 @@ from gilprof.native_classes import (
     is_pass_through,
     native_frame,
 )
-from gilprof.sampling.native.perf import CpuSample, CpuSampler
+from gilprof.sampling.native.perf import SWITCH_BLOCKED, CpuSample, CpuSampler
 from gilprof.sampling.native.symbols import FunctionSymbols, read_function_symbols
 
 PERIOD_NS = 1_000_000  # one sample per ms of a thread's CPU time
@@ -141,6 +141,9 @@ class NativeLocator:
         self._symbols = _Symbols(pid)
         self._times: dict[int, list[int]] = {}
         self._samples: dict[int, list[CpuSample]] = {}
+        # each thread's context switches: times, and SWITCH_IN / _PREEMPTED / _BLOCKED
+        self._switch_times: dict[int, list[int]] = {}
+        self._switch_kinds: dict[int, list[str]] = {}
         self._classes: dict[str, NativeClass] = {}
         self._pass_through: dict[str, bool] = {}
         self.placed = 0
@@ -154,12 +157,24 @@ class NativeLocator:
         for tid in list(self._times):
             if tid not in wanted:
                 del self._times[tid], self._samples[tid]
+                self._switch_times.pop(tid, None)
+                self._switch_kinds.pop(tid, None)
 
     def collect(self, now_ns: int) -> None:
         """Take the samples written since the last call; forget those older than KEEP_NS."""
         for tid, event in self.sampler.events.items():
             fresh: list[CpuSample] = []
-            event.drain(fresh)
+            switches: list[tuple[int, str]] = []
+            event.drain(fresh, switches)
+            switch_times = self._switch_times.setdefault(tid, [])
+            switch_kinds = self._switch_kinds.setdefault(tid, [])
+            if switches:
+                switches.sort()
+                switch_times.extend(t for t, _kind in switches)
+                switch_kinds.extend(kind for _t, kind in switches)
+            cut = bisect.bisect_left(switch_times, now_ns - KEEP_NS)
+            if cut:
+                del switch_times[:cut], switch_kinds[:cut]
             times = self._times.setdefault(tid, [])
             samples = self._samples.setdefault(tid, [])
             if fresh:
@@ -173,32 +188,31 @@ class NativeLocator:
 
     def place(self, tid: int, at_ns: int, blocked_ns: int | None = None) -> Frame:
         """The leaf frame of a native reading of `tid` at `at_ns` (CLOCK_MONOTONIC);
-        `blocked_ns`: when the reader last saw the thread blocked in a system call (its
-        samples from before then say nothing of where it is now)."""
+        `blocked_ns`: when the reader last saw the thread blocked in a system call (used
+        where the kernel gave no context switches)."""
         times = self._times.get(tid) or []
         samples = self._samples.get(tid) or []
-        first = bisect.bisect_right(times, blocked_ns) if blocked_ns is not None else 0
+        first, woken = self._since_last_block(tid, at_ns, blocked_ns)
         index = bisect.bisect_left(times, at_ns)
         before, after = index - 1, index
         if before < first:
-            before = -1  # from before the block: not where the thread is now
-        near = [i for i in (before, after) if 0 <= i < len(times)]
-        woken = blocked_ns is not None and at_ns - blocked_ns <= BRIDGE_NS
+            before = -1  # from before the thread last blocked: not where it is now
         if woken and before < 0:
-            # Woken from a system call and not sampled running since: runnable, waiting for
-            # a core, or on its way back (the kernel's return, then take_gil). Host-side
-            # time either way, and not yet in the GIL's code as far as anything can tell.
+            # Woken from a blocking call and not sampled running since: runnable, waiting
+            # for a core, or on its way back (the kernel's return, then take_gil).
+            # Host-side time, and not yet in the GIL's code as far as anything can tell.
             self.placed += 1
             return WOKEN_FRAME
+        near = [i for i in (before, after) if 0 <= i < len(times)]
         if not near:
             self.unplaced += 1
             return UNPLACED_FRAME
         best = min(near, key=lambda i: abs(times[i] - at_ns))
         if abs(times[best] - at_ns) > NEAREST_NS:
-            # Off its CPU at the reading (runnable, waiting for a core): a thread resumes
-            # where it was preempted, near its last sample. Placed there if that sample is
-            # at most BRIDGE old and the thread's next sample, if it has run since, is of
-            # the same class.
+            # Off its CPU at the reading (preempted, runnable): a thread resumes where it
+            # was preempted, at its last sample. Placed there if that sample is at most
+            # BRIDGE old and the thread's next sample, if it has run since, is of the same
+            # class.
             if before < 0 or at_ns - times[before] > BRIDGE_NS:
                 self.unplaced += 1
                 return UNPLACED_FRAME
@@ -216,6 +230,28 @@ class NativeLocator:
             cls = NativeClass.LAUNCH
         self.placed += 1
         return native_frame(cls, place)
+
+    def _since_last_block(self, tid: int, at_ns: int, blocked_ns: int | None) -> tuple[int, bool]:
+        """(index of the thread's first sample since it last blocked, whether it was
+        woken from it). From the kernel's context switches where it gave them: a switch
+        out that was no preemption is a block. Otherwise from the reader's last blocked
+        reading, if at most BRIDGE old."""
+        switch_times = self._switch_times.get(tid)
+        if switch_times:
+            kinds = self._switch_kinds[tid]
+            last = bisect.bisect_right(switch_times, at_ns) - 1
+            block = last
+            while block >= 0 and kinds[block] != SWITCH_BLOCKED:
+                block -= 1
+            if block < 0:
+                return 0, False
+            # blocked, and read running now: woken since, however long it slept
+            times = self._times.get(tid) or []
+            return bisect.bisect_right(times, switch_times[block]), True
+        if blocked_ns is None:
+            return 0, False
+        times = self._times.get(tid) or []
+        return bisect.bisect_right(times, blocked_ns), at_ns - blocked_ns <= BRIDGE_NS
 
     def _place_of(self, sample: CpuSample, at_ns: int) -> tuple[str, NativeClass | None]:
         """The place and class of one sample. A sample in a clock read, the C library or

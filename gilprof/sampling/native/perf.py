@@ -40,10 +40,13 @@ _CALLER_REGS = {"x86_64": (1 << 7) | (1 << 8), "aarch64": (1 << 30) | (1 << 31) 
 KERNEL_SPACE = 1 << 63  # instruction pointers at or above this are the kernel's
 STACK_BYTES = 256  # of the user stack copied with each sample: a leaf's callers' addresses
 _DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
-_USE_CLOCKID = 1 << 25
+_SAMPLE_ID_ALL, _USE_CLOCKID, _CONTEXT_SWITCH = 1 << 18, 1 << 25, 1 << 26
 _CLOCK_MONOTONIC = 1
 _FLAG_FD_CLOEXEC = 8
-_RECORD_LOST, _RECORD_SAMPLE = 2, 9
+_RECORD_LOST, _RECORD_SAMPLE, _RECORD_SWITCH = 2, 9, 14
+_MISC_SWITCH_OUT, _MISC_SWITCH_OUT_PREEMPT = 0x2000, 0x4000
+# A context switch of the thread, with sample_id_all's trailer (pid, tid, time)
+SWITCH_IN, SWITCH_PREEMPTED, SWITCH_BLOCKED = "in", "preempted", "blocked"
 _IOC_ENABLE = 0x2400  # PERF_EVENT_IOC_ENABLE
 _DATA_HEAD, _DATA_TAIL = 1024, 1032  # in the ring buffer's first (metadata) page
 # A power of two: 32 KiB holds ~90 samples with their stack copies, 90 ms of one busy
@@ -174,7 +177,12 @@ class ThreadEvent:
             | _SAMPLE_TIME
             | _SAMPLE_REGS_USER
             | _SAMPLE_STACK_USER,
-            flags=_DISABLED | _EXCLUDE_HV | _USE_CLOCKID | (0 if kernel else _EXCLUDE_KERNEL),
+            flags=_DISABLED
+            | _EXCLUDE_HV
+            | _USE_CLOCKID
+            | _SAMPLE_ID_ALL
+            | _CONTEXT_SWITCH
+            | (0 if kernel else _EXCLUDE_KERNEL),
             clockid=_CLOCK_MONOTONIC,
             sample_regs_user=_CALLER_REGS[platform.machine()],
             sample_stack_user=STACK_BYTES,
@@ -200,8 +208,10 @@ class ThreadEvent:
             raise PerfRefused(_refusal(tid, errno))
         self.lost = 0  # samples the kernel dropped for a full buffer
 
-    def drain(self, out: list[CpuSample]) -> None:
-        """Append each sample written since the last drain, and free its space."""
+    def drain(self, out: list[CpuSample], switches: list[tuple[int, str]]) -> None:
+        """Append each sample written since the last drain, and each context switch of the
+        thread as (time_ns, SWITCH_IN / SWITCH_PREEMPTED / SWITCH_BLOCKED); free their
+        space."""
         buffer = self._buffer
         head = int.from_bytes(buffer[_DATA_HEAD : _DATA_HEAD + 8], "little")
         tail = int.from_bytes(buffer[_DATA_TAIL : _DATA_TAIL + 8], "little")
@@ -218,7 +228,7 @@ class ThreadEvent:
         offset = 0
         regs = 8 * self._regs
         while offset + 8 <= limit:
-            kind, _misc, length = _HEADER.unpack_from(data, offset)
+            kind, misc, length = _HEADER.unpack_from(data, offset)
             if length < 8 or offset + length > limit:
                 break  # never written this way: stop rather than misread
             if kind == _RECORD_SAMPLE:
@@ -229,6 +239,14 @@ class ThreadEvent:
                 copied = int.from_bytes(data[at : at + 8], "little")
                 stack = data[at + 8 : at + 8 + copied]
                 out.append(CpuSample(time_ns, ip, registers, stack))
+            elif kind == _RECORD_SWITCH and length >= 24:
+                time_ns = int.from_bytes(data[offset + 16 : offset + 24], "little")
+                if not misc & _MISC_SWITCH_OUT:
+                    switches.append((time_ns, SWITCH_IN))
+                elif misc & _MISC_SWITCH_OUT_PREEMPT:
+                    switches.append((time_ns, SWITCH_PREEMPTED))
+                else:
+                    switches.append((time_ns, SWITCH_BLOCKED))
             elif kind == _RECORD_LOST and offset + 24 <= limit:
                 self.lost += int.from_bytes(data[offset + 16 : offset + 24], "little")
             offset += length
