@@ -115,6 +115,43 @@ def is_clock_read(path: str, function: str | None) -> bool:
     return path in CLOCK_PLACES or function in CLOCK_FUNCTIONS
 
 
+# The interpreter's functions that take, hand over or wait for the GIL (3.10-3.15; a
+# compiler's clone suffix such as `.lto_priv.0` is ignored). A sample elsewhere in the
+# interpreter was taken while the thread ran Python, holding the GIL: not where a thread
+# read as not holding it now is waiting.
+GIL_FUNCTIONS = frozenset(
+    {
+        "take_gil",
+        "drop_gil",
+        "PyEval_RestoreThread",
+        "PyEval_SaveThread",
+        "PyEval_AcquireThread",
+        "PyEval_ReleaseThread",
+        "PyEval_AcquireLock",
+        "PyEval_ReleaseLock",
+        "_PyEval_ReleaseLock",
+        "PyGILState_Ensure",
+        "PyGILState_Release",
+        "_PyThreadState_Attach",
+        "_PyThreadState_Detach",
+        "_PyThreadState_Swap",
+        "eval_frame_handle_pending",
+        "_Py_HandlePending",
+        "handle_eval_breaker",
+    }
+)
+
+
+def interpreter_class(function: str | None) -> NativeClass:
+    """The class of a native reading placed in the interpreter's own code: the GIL's
+    hand-off in a GIL function or where the function is not known (a stripped build:
+    take_gil is a local symbol), host-side otherwise (the thread was sampled running
+    Python, and has released the GIL since)."""
+    if function is None or function.split(".", 1)[0] in GIL_FUNCTIONS or function in GIL_FUNCTIONS:
+        return NativeClass.GIL
+    return NativeClass.HOST
+
+
 # The C library, its threads and the dynamic loader serve whoever calls them (memcpy,
 # sched_yield, a lock's futex wrapper): their time is their caller's kind of time.
 PASS_THROUGH_LIBRARIES = ("libc.so*", "libc-*.so", "libpthread.so*", "ld-linux*.so*")

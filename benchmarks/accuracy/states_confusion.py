@@ -37,6 +37,7 @@ import gil_truth_events as events  # noqa: E402
 import uprobe_truth  # noqa: E402
 from accuracy_sample import hogs  # noqa: E402
 
+from gilprof.native_classes import NativeRules, native_class_of  # noqa: E402
 from gilprof.sampling.threadstate.reader import Recording, StateReader  # noqa: E402
 
 LOOP_INGRESS = HERE.parents[1] / "tests" / "integration" / "workloads" / "loop_ingress.py"
@@ -49,7 +50,7 @@ def truth_state(mine: list[events.Event], times: list[float], t: float) -> str:
     return events.AFTER[mine[i - 1].kind]
 
 
-def run(python: str, workload: str, seconds: float, hog_count: int) -> None:
+def run(python: str, workload: str, seconds: float, hog_count: int, native: bool = True) -> None:
     if workload == "loop_ingress":
         cmd = [python, str(LOOP_INGRESS), "--seconds", str(seconds + 60)]
     else:
@@ -61,18 +62,31 @@ def run(python: str, workload: str, seconds: float, hog_count: int) -> None:
             target.stdout.readline()
             time.sleep(0.5)
             reader = StateReader.open(target.pid, 200)
+            if native:
+                print(reader.locate_native(NativeRules()) or "native locator on")
             ticks: list[tuple[float, float, dict[int, str]]] = []
             with uprobe_truth.GilTrace(target.pid, sched=True) as trace:
                 out = Recording()
                 end = time.monotonic() + seconds
+                pending = None
                 while time.monotonic() < end:
                     t0 = time.monotonic()
                     readings = reader.tick(t0, out)
                     t1 = time.monotonic()
                     tids = {p.profile_id: tid for tid, p in reader.threads.items()}
-                    ticks.append(
-                        (t0, t1, {tids.get(k, k): v[0].value for k, v in readings.items()})
-                    )
+                    if native:
+                        # the locator places a tick's native readings at the next tick
+                        if pending is not None:
+                            p_t0, p_t1, p_readings, p_natives = pending
+                            placed = reader._place_native(p_readings, p_t0, p_natives, out)
+                            ticks.append(
+                                (p_t0, p_t1, {tids.get(k, k): _label(v) for k, v in placed.items()})
+                            )
+                        pending = (t0, t1, readings, reader._native_tids)
+                    else:
+                        ticks.append(
+                            (t0, t1, {tids.get(k, k): v[0].value for k, v in readings.items()})
+                        )
                     time.sleep(0.005 * random.uniform(0.5, 1.5))
             reader.close()
         finally:
@@ -119,14 +133,24 @@ def run(python: str, workload: str, seconds: float, hog_count: int) -> None:
                 print(f"  reader {state:8} truth {truth:18} {n:6} {100 * n / total:5.1f}%")
 
 
+def _label(reading) -> str:
+    """The reading's state, with the native locator's class where it placed one."""
+    state, frames = reading
+    cls = native_class_of(frames[-1]) if frames else None
+    return state.value if cls is None else f"{state.value}:{cls.value}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--workload", default="loop_ingress")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--hogs", type=int, default=0)
+    parser.add_argument(
+        "--no-native", action="store_true", help="the reader alone, native readings unplaced"
+    )
     args = parser.parse_args()
-    run(args.python, args.workload, args.seconds, args.hogs)
+    run(args.python, args.workload, args.seconds, args.hogs, not args.no_native)
     return 0
 
 

@@ -36,6 +36,7 @@ from gilprof.model import Frame
 from gilprof.native_classes import (
     NativeClass,
     NativeRules,
+    interpreter_class,
     is_clock_read,
     is_pass_through,
     native_frame,
@@ -311,10 +312,17 @@ class NativeLocator:
         times = self._times[tid]
         low = bisect.bisect_left(times, at_ns - NEIGHBOURHOOD_NS)
         high = bisect.bisect_right(times, at_ns + NEIGHBOURHOOD_NS)
+        samples = self._samples[tid]
         return all(
-            self._class_at(tid, i, at_ns) in (None, NativeClass.DEVICE, NativeClass.GIL)
+            self._in_interpreter(samples[i])
+            or self._class_at(tid, i, at_ns) in (None, NativeClass.DEVICE)
             for i in range(low, high)
         )
+
+    def _in_interpreter(self, sample: CpuSample) -> bool:
+        ip = sample.user_ip()
+        row = self._maps.find(ip) if ip is not None else None
+        return row is not None and row[3] == self.interpreter_path
 
     def _where(self, ip: int, now_ns: int) -> tuple[str, str, str | None]:
         """(place for the frame: file name and function, the mapped path, the function)."""
@@ -333,13 +341,12 @@ class NativeLocator:
         """The class of a place; None for a clock read (it takes its neighbours')."""
         if is_clock_read(path, function):
             return None
+        if path == self.interpreter_path:
+            return interpreter_class(function)
         cls = self._classes.get(path)
         if cls is None:
-            if path == self.interpreter_path:
-                cls = NativeClass.GIL
-            else:
-                library = os.path.basename(path) if path.startswith("/") else path
-                cls = self.rules.library_class(library)
+            library = os.path.basename(path) if path.startswith("/") else path
+            cls = self.rules.library_class(library)
             self._classes[path] = cls
         return cls
 
