@@ -55,6 +55,7 @@ SYNC_LOAD_BYTES = 16 << 20  # symbols of smaller files are read at once, larger 
 
 UNPLACED_FRAME = native_frame(NativeClass.UNPLACED, "unplaced (no on-CPU sample near it)")
 WOKEN_FRAME = native_frame(NativeClass.WOKEN, "woken from a system call, not running yet")
+GIL_WOKEN_FRAME = native_frame(NativeClass.GIL, "woken from the GIL's wait, not running yet")
 
 
 class _Mappings:
@@ -187,13 +188,20 @@ class NativeLocator:
             if cut:
                 del times[:cut], samples[:cut]
 
-    def place(self, tid: int, at_ns: int, blocked_ns: int | None = None) -> Frame:
+    def place(
+        self, tid: int, at_ns: int, blocked_ns: int | None = None, on_gil: bool = False
+    ) -> Frame:
         """The leaf frame of a native reading of `tid` at `at_ns` (CLOCK_MONOTONIC);
-        `blocked_ns`: when the reader last saw the thread blocked in a system call (used
-        where the kernel gave no context switches)."""
+        `blocked_ns`: when the reader last saw the thread blocked (used where the kernel
+        gave no context switches), `on_gil`: blocked in the GIL's own wait then."""
         times = self._times.get(tid) or []
         samples = self._samples.get(tid) or []
-        first, woken = self._since_last_block(tid, at_ns, blocked_ns)
+        first, woken, block_ns = self._since_last_block(tid, at_ns, blocked_ns)
+        # the reader's word on what it blocked in holds for that block only: read blocked
+        # after the kernel saw it block
+        on_gil = (
+            on_gil and blocked_ns is not None and block_ns is not None and blocked_ns >= block_ns
+        )
         index = bisect.bisect_left(times, at_ns)
         before, after = index - 1, index
         if before < first:
@@ -201,9 +209,10 @@ class NativeLocator:
         if woken and before < 0:
             # Woken from a blocking call and not sampled running since: runnable, waiting
             # for a core, or on its way back (the kernel's return, then take_gil).
-            # Host-side time, and not yet in the GIL's code as far as anything can tell.
+            # Woken from the GIL's wait, it is still inside take_gil: waiting. Otherwise
+            # host-side time, and not yet in the GIL's code as far as anything can tell.
             self.placed += 1
-            return WOKEN_FRAME
+            return GIL_WOKEN_FRAME if on_gil else WOKEN_FRAME
         near = [i for i in (before, after) if 0 <= i < len(times)]
         if not near:
             self.unplaced += 1
@@ -232,9 +241,11 @@ class NativeLocator:
         self.placed += 1
         return native_frame(cls, place)
 
-    def _since_last_block(self, tid: int, at_ns: int, blocked_ns: int | None) -> tuple[int, bool]:
+    def _since_last_block(
+        self, tid: int, at_ns: int, blocked_ns: int | None
+    ) -> tuple[int, bool, int | None]:
         """(index of the thread's first sample since it last blocked, whether it was
-        woken from it). From the kernel's context switches where it gave them: a switch
+        woken from it, when it blocked). From the kernel's context switches where it gave them: a switch
         out that was no preemption is a block. Otherwise from the reader's last blocked
         reading, if at most BRIDGE old."""
         switch_times = self._switch_times.get(tid)
@@ -245,14 +256,14 @@ class NativeLocator:
             while block >= 0 and kinds[block] != SWITCH_BLOCKED:
                 block -= 1
             if block < 0:
-                return 0, False
+                return 0, False, None
             # blocked, and read running now: woken since, however long it slept
             times = self._times.get(tid) or []
-            return bisect.bisect_right(times, switch_times[block]), True
+            return bisect.bisect_right(times, switch_times[block]), True, switch_times[block]
         if blocked_ns is None:
-            return 0, False
+            return 0, False, None
         times = self._times.get(tid) or []
-        return bisect.bisect_right(times, blocked_ns), at_ns - blocked_ns <= BRIDGE_NS
+        return bisect.bisect_right(times, blocked_ns), at_ns - blocked_ns <= BRIDGE_NS, blocked_ns
 
     def _place_of(self, sample: CpuSample, at_ns: int) -> tuple[str, NativeClass | None]:
         """The place and class of one sample. A sample in a clock read, the C library or

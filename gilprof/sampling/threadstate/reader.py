@@ -102,9 +102,10 @@ class StateReader:
         self._last: dict[int, ThreadState] = {}
         # tid -> (its /proc syscall line, its stack) of a thread read blocked: see tick()
         self._blocked_stacks: dict[int, tuple[bytes, tuple[Frame, ...]]] = {}
-        # profile id -> (Linux id, when last read blocked) of the threads native at this tick
-        self._native_tids: dict[int, tuple[int, float | None]] = {}
-        self._blocked_at: dict[int, float] = {}  # Linux id -> when it was last read blocked
+        # profile id -> (Linux id, its last blocked reading) of the threads native at this tick
+        self._native_tids: dict[int, tuple[int, tuple[float, bool] | None]] = {}
+        # Linux id -> (when it was last read blocked, whether in the GIL's own wait)
+        self._blocked_at: dict[int, tuple[float, bool]] = {}
         # glibc's condvar count of its waiters (target.Interpreter.gil_state); switched off
         # for the capture when it reads impossible values (see merge in backends.states)
         self.cond_check = True
@@ -176,7 +177,9 @@ class StateReader:
 
         # A tick's native readings are placed at the next tick, once the on-CPU samples
         # that follow them are in: the readings go into the runs one tick late.
-        pending: tuple[Readings, float, dict[int, tuple[int, float | None]]] | None = None
+        pending: tuple[Readings, float, dict[int, tuple[int, tuple[float, bool] | None]]] | None = (
+            None
+        )
         cpu0 = time.thread_time()
         due = time.monotonic()
         out.t_first = due
@@ -284,7 +287,9 @@ class StateReader:
             if state is ThreadState.NATIVE:
                 self._native_tids[thread.profile_id] = (tid, self._blocked_at.get(tid))
             elif state is ThreadState.IDLE:
-                self._blocked_at[tid] = now
+                self._blocked_at[tid] = (now, False)
+            elif activity.kind in (GIL_WAIT, GIL_SWITCH_WAIT):
+                self._blocked_at[tid] = (now, True)
         self._blocked_stacks = blocked
         self._last = states
         out.ticks += 1
@@ -295,7 +300,7 @@ class StateReader:
         self,
         readings: Readings,
         at: float,
-        natives: dict[int, tuple[int, float | None]],
+        natives: dict[int, tuple[int, tuple[float, bool] | None]],
         out: Recording,
     ) -> Readings:
         """The readings of the tick at `at` with each native one's place as its leaf frame;
@@ -309,13 +314,12 @@ class StateReader:
         placed = dict(readings)
         for profile_id, (tid, blocked) in natives.items():
             state, frames = readings[profile_id]
-            leaf = (
-                self._unplaced
-                if locator is None
-                else locator.place(
-                    tid, int(at * 1e9), None if blocked is None else int(blocked * 1e9)
-                )
-            )
+            if locator is None:
+                leaf = self._unplaced
+            elif blocked is None:
+                leaf = locator.place(tid, int(at * 1e9))
+            else:
+                leaf = locator.place(tid, int(at * 1e9), int(blocked[0] * 1e9), blocked[1])
             cls = native_class_of(leaf)
             if cls is NativeClass.UNPLACED:
                 out.native_unplaced += 1
