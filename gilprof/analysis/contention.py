@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gilprof.model import Frame, ThreadState
+from gilprof.native_classes import NATIVE_FRAME_PREFIX, native_class_of
 
 
 def python_function(frames: Sequence[Frame]) -> Frame | None:
@@ -53,12 +54,23 @@ class Blame:
 
 
 @dataclass(frozen=True)
+class NativePlace:
+    """Where a thread ran without the GIL (the native locator's leaf frame) and what it was."""
+
+    thread: str
+    place: str  # file and function, e.g. "libz.so.1 deflate"
+    cls: str  # gilprof.native_classes.NativeClass value
+    share: float
+
+
+@dataclass(frozen=True)
 class Contention:
     seconds: float
     utilization: float
     threads: tuple[ThreadContention, ...]
     wait_sites: tuple[WaitSite, ...]
     blame: tuple[Blame, ...]
+    native_places: tuple[NativePlace, ...] = ()
 
 
 NO_HOLDER = "(nobody: GIL in hand-off)"
@@ -82,6 +94,7 @@ class WindowContention:
     states: dict[int, dict[ThreadState, float]] = field(default_factory=dict)
     wait_sites: dict[tuple[str, str, str], float] = field(default_factory=dict)
     blame: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    native: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
 
 def per_window(profile: object) -> list[WindowContention]:
@@ -91,7 +104,19 @@ def per_window(profile: object) -> list[WindowContention]:
 
     assert isinstance(profile, Profile)
     func_cache: dict[int, Frame | None] = {}
+    places: dict[int, tuple[str, str] | None] = {}
     labels: dict[int, str] = {}
+
+    def place_of(stack: int) -> tuple[str, str] | None:
+        if stack not in places:
+            frames = profile.stack_frames(stack)
+            cls = native_class_of(frames[-1]) if frames else None
+            places[stack] = (
+                None
+                if cls is None
+                else (frames[-1].name.removeprefix(NATIVE_FRAME_PREFIX).strip(), cls.value)
+            )
+        return places[stack]
 
     def func_of(stack: int) -> Frame | None:
         if stack not in func_cache:
@@ -138,6 +163,11 @@ def per_window(profile: object) -> list[WindowContention]:
                     holders.append((tid, stack))
                 elif state is ThreadState.WAITING:
                     waiters.append((tid, stack))
+                if state is not ThreadState.HELD:
+                    where_native = place_of(stack)
+                    if where_native is not None:
+                        key3 = (label(tid), *where_native)
+                        acc.native[key3] = acc.native.get(key3, 0.0) + dt
             if holders:
                 acc.held_any += dt
             for tid, stack in waiters:
@@ -169,6 +199,7 @@ def analyze(profile: object) -> Contention:
     per_state: dict[int, dict[ThreadState, float]] = {}
     wait_sites: dict[tuple[str, str, str], float] = {}
     blame: dict[tuple[str, str, str, str], float] = {}
+    native: dict[tuple[str, str, str], float] = {}
     held_any = total = 0.0
     for acc in per_window(profile):
         total += acc.seconds
@@ -181,6 +212,8 @@ def analyze(profile: object) -> Contention:
             wait_sites[site] = wait_sites.get(site, 0.0) + seconds
         for key, seconds in acc.blame.items():
             blame[key] = blame.get(key, 0.0) + seconds
+        for key3, seconds in acc.native.items():
+            native[key3] = native.get(key3, 0.0) + seconds
 
     def share(seconds: float) -> float:
         return min(1.0, seconds / total) if total > 0 else 0.0
@@ -207,4 +240,10 @@ def analyze(profile: object) -> Contention:
         (Blame(w, h, f, file, share(v)) for (w, h, f, file), v in blame.items()),
         key=lambda b: -b.share,
     )
-    return Contention(total, share(held_any), tuple(threads), tuple(sites), tuple(blamed))
+    placed = sorted(
+        (NativePlace(t, p, c, share(v)) for (t, p, c), v in native.items()),
+        key=lambda n: -n.share,
+    )
+    return Contention(
+        total, share(held_any), tuple(threads), tuple(sites), tuple(blamed), tuple(placed)
+    )

@@ -182,6 +182,10 @@ def contention_dict(c: Contention) -> dict[str, Any]:
             }
             for b in c.blame
         ],
+        "native_places": [
+            {"thread": n.thread, "place": n.place, "class": n.cls, "share": n.share}
+            for n in c.native_places
+        ],
     }
 
 
@@ -191,6 +195,7 @@ def render_json(data: ReportData, **_: Any) -> str:
     if data.contention is not None:
         out["blame"] = contention_dict(data.contention)["blame"]
         out["wait_sites"] = contention_dict(data.contention)["wait_sites"]
+        out["native_places"] = contention_dict(data.contention)["native_places"]
     elif not data.attribution.mode.reads_states:
         out["contention_unavailable"] = (
             f"{data.attribution.mode} mode records no GIL wait; sample with --mode states "
@@ -372,7 +377,17 @@ def _contention_tables(c: Contention) -> list[Any]:
     for b in c.blame[:20]:
         where = f"{b.holder_function} ({b.holder_file})" if b.holder_file else b.holder_function
         blame.add_row(b.waiter, b.holder, where, pct(b.share))
-    return [states, sites, blame]
+    if not c.native_places:
+        return [states, sites, blame]
+    native = Table(
+        title="Where threads run without the GIL (native locator: place, class)",
+        title_justify="left",
+    )
+    for name in ("thread", "native place", "class", "share of wall"):
+        native.add_column(name, justify="right" if name.startswith("share") else "left")
+    for n in c.native_places[:15]:
+        native.add_row(n.thread, n.place, n.cls, pct(n.share))
+    return [states, sites, blame, native]
 
 
 @register("report", "markdown", extension=".md", description="for a PR comment")
