@@ -6,7 +6,9 @@ A function f costs the loop, per window of the profile:
   with f on its stack;
 - blamed: the loop's GIL wait while another thread held the GIL with f on its stack (the
   state reader's blame, inclusive: f anywhere on the holder's stack, split evenly when the
-  reader saw several holders in a hand-off).
+  reader saw several holders in a hand-off), and f not on the loop's own stack: a stretch
+  counts once per function, as own time when f is on the loop's stack, else as blamed
+  time. So no function's cost exceeds the loop's wall time, nor so the step.
 
 The cost per step is (own + blamed) seconds / iterations. The iteration log has no clock
 fine enough to cut it at the profile's window edges, so the iterations in a window are its
@@ -26,7 +28,7 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gilprof.analysis.loop import batch_share
 from gilprof.errors import UsageError
@@ -73,6 +75,18 @@ class FunctionCost:
     per_step_ms: Estimate
     per_request_ms: Estimate | None
 
+    @property
+    def own_ms(self) -> float:
+        """The loop's own time in f per step (point value): own_share of the step."""
+        return (
+            self.own_share * self.per_step_ms.value / self.share.value if self.share.value else 0.0
+        )
+
+
+WHOLE_LOOP = 0.9
+"""A function costing this share of the loop's time or more is a frame of the loop itself
+(its outer frames): removing it is removing the loop."""
+
 
 @dataclass(frozen=True)
 class LoopCosts:
@@ -81,6 +95,9 @@ class LoopCosts:
     windows: int
     blame: bool  # the profile recorded every thread's state: blamed waits are included
     functions: tuple[FunctionCost, ...]
+    # each function -> the functions above it on every stack it was seen on (its callers
+    # that enclose all of its cost)
+    enclosing: Mapping[FunctionId, frozenset[FunctionId]] = field(default_factory=dict)
 
     def find(self, name: str, file: str = "") -> FunctionCost | None:
         for cost in self.functions:
@@ -189,15 +206,36 @@ def loop_costs(
     cache: dict[int, frozenset[FunctionId]] = {}
     own: dict[FunctionId, dict[int, float]] = {}
     blamed: dict[FunctionId, dict[int, float]] = {}
+    enclosing: dict[FunctionId, frozenset[FunctionId]] = {}
+    seen_stacks: set[int] = set()
+
+    def note_callers(stack: int) -> None:
+        if stack in seen_stacks:
+            return
+        seen_stacks.add(stack)
+        above: list[FunctionId] = []
+        for f in profile.stack_frames(stack):
+            if not f.is_python:
+                continue
+            key = (renames.get(f.name, f.name), os.path.basename(f.file))
+            callers = frozenset(k for k in above if k != key)
+            known = enclosing.get(key)
+            enclosing[key] = callers if known is None else known & callers
+            above.append(key)
 
     def visit(w: int, dt: float, stack: int, holders: list[int]) -> None:
-        for key in _stack_functions(profile, stack, cache, renames):
+        mine = _stack_functions(profile, stack, cache, renames)
+        note_callers(stack)
+        for key in mine:
             row = own.setdefault(key, {})
             row[w] = row.get(w, 0.0) + dt
         if holders and profile.stacks[stack].state is ThreadState.WAITING:
+            # One accounting: a function on both the loop's stack and a holder's counted
+            # this stretch as own time above; its blame would count the same ticks again.
             part = dt / len(holders)
             for holder in holders:
-                for key in _stack_functions(profile, holder, cache, renames):
+                note_callers(holder)
+                for key in _stack_functions(profile, holder, cache, renames) - mine:
                     row = blamed.setdefault(key, {})
                     row[w] = row.get(w, 0.0) + part
 
@@ -234,7 +272,7 @@ def loop_costs(
         out = out[:top]
     spans_mode = profile.sampling.mode.reads_states and any(w.spans for w in profile.windows)
     name = profile.threads.get(loop_tid) or f"tid {loop_tid}"
-    return LoopCosts(name, unit, len(usable), spans_mode, tuple(out))
+    return LoopCosts(name, unit, len(usable), spans_mode, tuple(out), enclosing)
 
 
 STEP, REQUEST = "step", "request"
@@ -248,6 +286,9 @@ class CostChange:
     file: str
     per_step: Difference
     per_request: Difference | None
+    own_delta_ms: float = 0.0  # the change of the loop's own time in it, ms per step
+    loop_frame: bool = False  # a frame of the loop itself (WHOLE_LOOP) on either side
+    enclosing: frozenset[FunctionId] = frozenset()  # callers enclosing it on both sides
 
     def in_unit(self, unit: str) -> Difference:
         return self.per_request if unit == REQUEST and self.per_request else self.per_step
@@ -288,7 +329,11 @@ def compare_costs(
                 (ca.per_request_ms if ca else None) or _ZERO,
                 confidence,
             )
-        changes[key] = CostChange(key[0], key[1], step, request)
+        own_delta = (ca.own_ms if ca else 0.0) - (cb.own_ms if cb else 0.0)
+        loop_frame = any(c is not None and c.share.value >= WHOLE_LOOP for c in (cb, ca))
+        sides = [s.enclosing[key] for s in (before, after) if key in s.enclosing]
+        enclosing = frozenset.intersection(*sides) if sides else frozenset()
+        changes[key] = CostChange(key[0], key[1], step, request, own_delta, loop_frame, enclosing)
     return CostComparison(unit, (before.thread, after.thread), changes)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gilprof.analysis.loop import batch_share
-from gilprof.analysis.per_step import LoopCosts, StepUnit, scale, walk_loop
+from gilprof.analysis.per_step import WHOLE_LOOP, LoopCosts, StepUnit, scale, walk_loop
 from gilprof.analysis.verdict import DEVICE_NEGLIGIBLE, Verdict
 from gilprof.errors import UsageError
 from gilprof.model import Frame, ThreadState
@@ -241,6 +241,3 @@ def savings_table(
     which the loop spends nearly all its time: removing them is removing the loop)."""
     names = [c.name for c in costs.functions if c.share.value < WHOLE_LOOP][:count]
     return predict_each(profile, verdict, steps, names)
-
-
-WHOLE_LOOP = 0.9

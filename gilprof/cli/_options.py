@@ -289,6 +289,13 @@ output_option = click.option(
 )
 
 
+wide_option = click.option(
+    "--wide",
+    is_flag=True,
+    help="Every column in a terminal table (the markdown and html formats always have all).",
+)
+
+
 def top_option(default: int, what: str = "Function rows to show.") -> Callable[[F], F]:
     return number_option("--top", type=click.IntRange(min=1), default=default, help=what)
 

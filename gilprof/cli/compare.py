@@ -14,6 +14,7 @@ from gilprof.cli._options import (
     output_option,
     top_option,
     watch_options,
+    wide_option,
 )
 from gilprof.cli._output import check_output, emit
 from gilprof.cli._recipe import recipe_option, watch_list
@@ -49,6 +50,7 @@ from gilprof.renderers import info
 @click.option("--by-thread", is_flag=True, help="Compare functions per thread.")
 @watch_options
 @top_option(30)
+@wide_option
 @all_frames_option
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
 @format_option("compare", "table")
@@ -66,6 +68,7 @@ def command(
     watch: tuple[str, ...],
     no_default_watch: bool,
     top: int,
+    wide: bool,
     all_frames: bool,
     confidence: float,
     fmt: str,
@@ -134,4 +137,5 @@ def command(
         steps=(sb, sa),
         verdicts=verdicts,
         waits=waits,
+        wide=wide,
     )

@@ -14,6 +14,7 @@ from gilprof.cli._options import (
     output_option,
     top_option,
     watch_options,
+    wide_option,
 )
 from gilprof.cli._output import check_output, emit
 from gilprof.cli._per_step import PerStep
@@ -30,6 +31,7 @@ from gilprof.renderers.report import ReportData
 @click.argument("profiles", nargs=-1, required=True, type=click.Path())
 @format_option("report", "table")
 @top_option(20, "Function rows to show, by self share (json lists every function).")
+@wide_option
 @all_frames_option
 @click.option(
     "--steps", "steps_log", type=click.Path(), help="Iteration log: adds the host/device verdict."
@@ -59,6 +61,7 @@ def command(
     profiles: tuple[str, ...],
     fmt: str,
     top: int,
+    wide: bool,
     all_frames: bool,
     steps_log: str | None,
     verdict: VerdictChoice,
@@ -142,4 +145,4 @@ def command(
         savings=per_step.savings,
         what_if=per_step.what_if,
     )
-    emit("report", fmt, output, data)
+    emit("report", fmt, output, data, wide=wide)

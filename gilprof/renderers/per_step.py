@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from gilprof.analysis.per_step import LoopCosts
+from gilprof.analysis.per_step import WHOLE_LOOP, LoopCosts
 from gilprof.analysis.what_if import Prediction
 from gilprof.stats import Estimate
 
@@ -54,9 +54,10 @@ def prediction_line(p: Prediction) -> str:
 def cost_rows(costs: LoopCosts, top: int | None) -> list[list[str]]:
     rows = []
     for c in costs.functions[:top]:
+        loop = ", loop frame" if c.share.value >= WHOLE_LOOP else ""
         rows.append(
             [
-                c.name + (f" ({c.file})" if c.file else ""),
+                c.name + (f" ({c.file}{loop})" if c.file else loop),
                 f"{c.per_step_ms.value:.2f}",
                 _ci(c.per_step_ms, 2),
                 f"{c.per_request_ms.value * 1e3:.1f}" if c.per_request_ms else "",
@@ -69,6 +70,7 @@ def cost_rows(costs: LoopCosts, top: int | None) -> list[list[str]]:
 
 
 COST_HEAD = ["function", "ms/step", "95% CI", "µs/request", "of loop", "own", "blamed wait"]
+NARROW = (0, 1, 2, 5, 6)  # the columns a terminal gets without --wide
 SAVING_HEAD = ["remove", "saves ms/step", "95% CI", "host step after", "95% CI"]
 
 
@@ -86,14 +88,19 @@ def saving_rows(savings: tuple[Prediction, ...]) -> list[list[str]]:
 
 
 def tables(
-    costs: LoopCosts, savings: tuple[Prediction, ...], what_if: Prediction | None, top: int | None
+    costs: LoopCosts,
+    savings: tuple[Prediction, ...],
+    what_if: Prediction | None,
+    top: int | None,
+    wide: bool = False,
 ) -> list[Any]:
     out: list[Any] = [Text(cost_headline(costs), style="bold")]
     table = Table(title="Cost to the loop per step", title_justify="left")
-    for i, name in enumerate(COST_HEAD):
-        table.add_column(name, justify="left" if i == 0 else "right")
+    shown = range(len(COST_HEAD)) if wide else NARROW
+    for i in shown:
+        table.add_column(COST_HEAD[i], justify="left" if i == 0 else "right")
     for row in cost_rows(costs, top):
-        table.add_row(*row)
+        table.add_row(*(row[i] for i in shown))
     out.append(table)
     if savings:
         saving = Table(
