@@ -45,6 +45,13 @@ from gilprof.renderers.report import ReportData
     help="With --steps: the predicted host step if these functions' cost left the loop "
     "(FUNC:LINE for one call site in FUNC; repeatable; docs/per-step.md).",
 )
+@click.option(
+    "--feeder-thread",
+    "feeder_thread",
+    metavar="REGEX",
+    help="With --what-if: the thread(s) that launch the device work the loop waits for; a "
+    "device-paced step then shrinks by their time the removal cuts (docs/per-step.md).",
+)
 @click.option("--by-thread", is_flag=True, help="Attribute functions per thread.")
 @click.option("--thread", "thread_pattern", help="Only threads whose name matches this regex.")
 @click.option("--lines", is_flag=True, help="Break functions down by line.")
@@ -66,6 +73,7 @@ def command(
     steps_log: str | None,
     verdict: VerdictChoice,
     what_if: tuple[str, ...],
+    feeder_thread: str | None,
     by_thread: bool,
     thread_pattern: str | None,
     lines: bool,
@@ -127,7 +135,11 @@ def command(
     contention = contention or has_spans(loaded)
     if what_if and not steps_log:
         raise UsageError("--what-if needs --steps LOG: savings are in ms per step")
-    per_step = PerStep.of(loaded, steps_log, verdict, recipe, watched, what_if, all_frames)
+    if feeder_thread and not what_if:
+        raise UsageError("--feeder-thread goes with --what-if: it changes the prediction")
+    per_step = PerStep.of(
+        loaded, steps_log, verdict, recipe, watched, what_if, all_frames, feeder_thread
+    )
     attribution = attribute(
         loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern, watch=watched
     )

@@ -159,6 +159,7 @@ def prediction_dict(p: Prediction) -> dict[str, Any]:
         "device_ms": p.device_ms,
         "device_paced": p.device_paced,
         "line_fractions": dict(p.line_fractions),
+        "feeder_saving_ms": _estimate(p.feeder_saving_ms) if p.feeder_saving_ms else None,
         "note": p.note,
     }
 
