@@ -299,3 +299,46 @@ def test_the_compare_table_names_every_row_whole_at_100_columns(tmp_path):
     flat = "".join(line.strip("│ ") for line in text.splitlines())
     for name in [*long, "DefaultADPRouter._balance_requests"]:
         assert name in flat.replace("│", "").replace(" ", ""), name
+
+
+def _fed_window() -> list[tuple[Sample, float]]:
+    """A device-paced loop (f 0.2 s, rest 0.1 s, then a device wait) whose device work the
+    ingress-named thread launches: it waits for the GIL while the loop holds it in f."""
+    return [
+        (_stack(LOOP, HELD, "loop", "f"), 0.2),
+        (_stack(LOOP, HELD, "loop", "rest"), 0.1),
+        (_stack(LOOP, IDLE, "loop", "Event.wait"), 0.7),
+        (_stack(INGRESS, WAITING, "launch"), 0.2),
+        (_stack(INGRESS, HELD, "launch"), 0.05),
+        (_stack(INGRESS, IDLE, "launch", "sleep"), 0.75),
+    ]
+
+
+def test_what_if_follows_the_critical_path_through_a_feeding_thread(tmp_path):
+    steps = rank_steps(str(steps_log(tmp_path / "d.log", 40.0, 38.0, n=60)), 0, 0)
+    rng = random.Random(11)
+    windows = []
+    for _ in range(10):
+        window = _fed_window()
+        jitter = rng.uniform(-0.01, 0.01)
+        window[0] = (window[0][0], 0.2 + jitter)
+        window[2] = (window[2][0], 0.7 - jitter)
+        window[3] = (window[3][0], 0.2 + jitter)
+        window[5] = (window[5][0], 0.75 - jitter)
+        windows.append(window)
+    profile = states_profile(windows)
+    judged = _judge(profile, steps)
+    assert judged.bound == "device"
+    period = steps.host_step_ms.mean
+    fed = predict(profile, judged, steps, parse_specs(["f"]), feeders=[INGRESS])
+    assert fed.device_paced and fed.feeder_saving_ms is not None
+    assert fed.feeder_saving_ms.value == pytest.approx(0.2 * period, rel=0.05)
+    assert fed.step_saving_ms.value == pytest.approx(0.2 * period, rel=0.05)
+    assert "ingress" in fed.note
+    # unnamed: ~0, and the note says undetermined and names the waiting thread
+    alone = predict(profile, judged, steps, parse_specs(["f"]))
+    assert alone.step_saving_ms.value == pytest.approx(0.0, abs=1e-9)
+    assert "Undetermined" in alone.note and "ingress" in alone.note
+    # removing a function nobody waits on leaves the chain as it is
+    rest = predict(profile, judged, steps, parse_specs(["rest"]), feeders=[INGRESS])
+    assert rest.step_saving_ms.value == pytest.approx(0.0, abs=1e-9)
