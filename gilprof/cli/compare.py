@@ -9,12 +9,10 @@ from gilprof.analysis.per_step import compare_costs, parse_renames, side_costs
 from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.waits import compare_waits
 from gilprof.cli._options import (
-    all_frames_option,
     format_option,
     output_option,
-    top_option,
+    rows_options,
     watch_options,
-    wide_option,
 )
 from gilprof.cli._output import check_output, emit
 from gilprof.cli._recipe import recipe_option, watch_list
@@ -49,9 +47,7 @@ from gilprof.renderers import info
 )
 @click.option("--by-thread", is_flag=True, help="Compare functions per thread.")
 @watch_options
-@top_option(30)
-@wide_option
-@all_frames_option
+@rows_options(30)
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
 @format_option("compare", "table")
 @recipe_option

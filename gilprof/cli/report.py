@@ -9,12 +9,10 @@ from gilprof.analysis.contention import analyze, has_spans
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.ranks import compare_ranks
 from gilprof.cli._options import (
-    all_frames_option,
     format_option,
     output_option,
-    top_option,
+    rows_options,
     watch_options,
-    wide_option,
 )
 from gilprof.cli._output import check_output, emit
 from gilprof.cli._per_step import PerStep
@@ -30,9 +28,7 @@ from gilprof.renderers.report import ReportData
 @click.command("report")
 @click.argument("profiles", nargs=-1, required=True, type=click.Path())
 @format_option("report", "table")
-@top_option(20, "Function rows to show, by self share (json lists every function).")
-@wide_option
-@all_frames_option
+@rows_options(20, "Function rows to show, by self share (json lists every function).")
 @click.option(
     "--steps", "steps_log", type=click.Path(), help="Iteration log: adds the host/device verdict."
 )
