@@ -77,6 +77,7 @@ def md_cost_rows(rows: list[ShareChange], unit: str) -> list[str]:
     ]
     for r in rows:
         label = f"`{r.name}`" + (f" ({os.path.basename(r.file)})" if r.file else "")
+        label += f" *({r.folded})*" if r.folded else ""
         mark = {IMPROVED: "✅ ", REGRESSED: "❌ "}.get(r.verdict, "")
         cells = cost_cells(r.cost) if r.cost else ["0", "0", "", ""]
         share = _share_cells(r.total)
