@@ -225,7 +225,9 @@ def compare_profiles(
         key=lambda c: (-max(c.total.before, c.total.after), c.name, c.file),
     )
     if costs is not None:
-        functions = order_by_cost([_judged_on_cost(c, costs) for c in functions], costs)
+        functions = order_by_cost(
+            [_judged_on_cost(c, costs) for c in functions], costs, frozenset(renames.values())
+        )
     if top is not None:
         functions = functions[:top]
     watched = []
@@ -279,10 +281,16 @@ def _judged_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:
     return replace(change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost))
 
 
-def order_by_cost(rows: list[ShareChange], costs: CostComparison) -> list[ShareChange]:
+def order_by_cost(
+    rows: list[ShareChange], costs: CostComparison, changed_code: frozenset[str] = frozenset()
+) -> list[ShareChange]:
     """The rows whose own cost changed lead; the loop's own frames, and the callers whose
     change is that of the changed functions they call, follow, marked (folded); then the
     rows of no significant change, costliest first.
+
+    `changed_code`: the functions the change under review rewrote (--rename's NEW names):
+    when their cost changed they lead, and are never folded (their callees' change is
+    theirs: the code that changed is theirs).
 
     A caller's own change is its change less that of the highest changed functions below it
     (those it encloses on every stack they were seen on); a caller whose own change is inside
@@ -305,7 +313,7 @@ def order_by_cost(rows: list[ShareChange], costs: CostComparison) -> list[ShareC
         if known is not None and known.loop_frame:
             return "loop frame"
         found = changed.get((r.name, r.file))
-        if found is None or r.cost is None:
+        if found is None or r.cost is None or r.name in changed_code:
             return None
         inner = below((r.name, r.file))
         if not inner:
@@ -331,7 +339,15 @@ def order_by_cost(rows: list[ShareChange], costs: CostComparison) -> list[ShareC
     leading = [r for r in marked if r.folded is None and r.cost and r.cost.significant]
     quiet = [r for r in marked if r.folded is None and not (r.cost and r.cost.significant)]
     folded = [r for r in marked if r.folded is not None]
-    leading.sort(key=lambda r: (own(r) < OWN_FLOOR * change(r), -change(r), r.name, r.file))
+    leading.sort(
+        key=lambda r: (
+            r.name not in changed_code,
+            own(r) < OWN_FLOOR * change(r),
+            -change(r),
+            r.name,
+            r.file,
+        )
+    )
     quiet.sort(
         key=lambda r: (
             -max(r.cost.before, r.cost.after) if r.cost else 0.0,

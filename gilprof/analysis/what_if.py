@@ -162,9 +162,7 @@ def predict(
         )
     unit = StepUnit.of(steps)
     period = unit.step_ms
-    saving = scale(
-        batch_share([saved[i] for i in usable], [wall[i] for i in usable]), period
-    )
+    saving = scale(batch_share([saved[i] for i in usable], [wall[i] for i in usable]), period)
     device_wait = verdict.loop.device_wait
     wait_share = device_wait.value if device_wait is not None else 0.0
     host_work = period * (1.0 - wait_share)

@@ -6,6 +6,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import click
+
 from gilprof.analysis.per_step import LoopCosts, loop_costs
 from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.what_if import Prediction, parse_specs, predict, savings_table
@@ -13,6 +15,14 @@ from gilprof.cli._verdict import VerdictChoice
 from gilprof.errors import UsageError
 from gilprof.profile import Profile
 from gilprof.recipes import Recipe
+
+feeder_option = click.option(
+    "--feeder-thread",
+    "feeder_thread",
+    metavar="REGEX",
+    help="With --what-if: the thread(s) that launch the device work the loop waits for; a "
+    "device-paced step then shrinks by their time the removal cuts (docs/per-step.md).",
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,8 @@ class PerStep:
     ) -> PerStep:
         """Nothing without a step log; else the verdict, the costs, the savings table and
         the --what-if prediction (when asked)."""
+        if feeder_thread and not what_if:
+            raise UsageError("--feeder-thread goes with --what-if: it changes the prediction")
         if not steps_log:
             return cls()
         steps = choice.steps(steps_log, profile)

@@ -15,7 +15,7 @@ from gilprof.cli._options import (
     watch_options,
 )
 from gilprof.cli._output import check_output, emit
-from gilprof.cli._per_step import PerStep
+from gilprof.cli._per_step import PerStep, feeder_option
 from gilprof.cli._recipe import recipe_option, watch_list
 from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import UsageError
@@ -41,13 +41,7 @@ from gilprof.renderers.report import ReportData
     help="With --steps: the predicted host step if these functions' cost left the loop "
     "(FUNC:LINE for one call site in FUNC; repeatable; docs/per-step.md).",
 )
-@click.option(
-    "--feeder-thread",
-    "feeder_thread",
-    metavar="REGEX",
-    help="With --what-if: the thread(s) that launch the device work the loop waits for; a "
-    "device-paced step then shrinks by their time the removal cuts (docs/per-step.md).",
-)
+@feeder_option
 @click.option("--by-thread", is_flag=True, help="Attribute functions per thread.")
 @click.option("--thread", "thread_pattern", help="Only threads whose name matches this regex.")
 @click.option("--lines", is_flag=True, help="Break functions down by line.")
@@ -131,8 +125,6 @@ def command(
     contention = contention or has_spans(loaded)
     if what_if and not steps_log:
         raise UsageError("--what-if needs --steps LOG: savings are in ms per step")
-    if feeder_thread and not what_if:
-        raise UsageError("--feeder-thread goes with --what-if: it changes the prediction")
     per_step = PerStep.of(
         loaded, steps_log, verdict, recipe, watched, what_if, all_frames, feeder_thread
     )

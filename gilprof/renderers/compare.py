@@ -233,7 +233,11 @@ def render_table(
         out.append(Text(headline))
         out.append(
             cost_table(
-                f"Functions (cost to the loop, ms per {unit})", list(c.functions), unit, wide=wide
+                f"Functions (cost to the loop, ms per {unit})",
+                list(c.functions),
+                unit,
+                wide=wide,
+                renamed={new: old for old, new in c.renames},
             )
         )
         out.append(Text(COST_LEGEND))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 
 from rich.table import Table
 from rich.text import Text
@@ -26,17 +27,27 @@ def cost_cells(d: Difference) -> list[str]:
 _SHORT = {UNCHANGED: "n.s."}  # the narrow table's verdicts (a legend line says what n.s. is)
 
 
-def function_cell(row: ShareChange) -> Text:
-    """The whole name, never cut (it wraps), its file, and why the row is folded."""
+def function_cell(row: ShareChange, was: str | None = None) -> Text:
+    """The whole name, never cut (it wraps), its file, the name it replaced (--rename) and
+    why the row is folded."""
     cell = Text(row.name)
     if row.file:
         cell.append(f" ({row.file})", style="dim")
+    if was:
+        cell.append(f"\n  (was {was})", style="dim italic")
     if row.folded:
         cell.append(f"\n  ({row.folded})", style="dim italic")
     return cell
 
 
-def cost_table(title: str, rows: list[ShareChange], unit: str, *, wide: bool = False) -> Table:
+def cost_table(
+    title: str,
+    rows: list[ShareChange],
+    unit: str,
+    *,
+    wide: bool = False,
+    renamed: Mapping[str, str] | None = None,
+) -> Table:
     """The function column takes what the figures leave and wraps (fold) instead of cutting;
     the figures never wrap. Narrow (the default): the cost columns only; wide: the share of
     wall time beside."""
@@ -55,7 +66,7 @@ def cost_table(title: str, rows: list[ShareChange], unit: str, *, wide: bool = F
         verdict = row.verdict if wide else _SHORT.get(row.verdict, row.verdict)
         extra = _share_cells(row.total) if wide else []
         table.add_row(
-            function_cell(row),
+            function_cell(row, (renamed or {}).get(row.name)),
             *cells,
             Text(verdict, style=_STYLE.get(row.verdict, "")),
             *extra,
