@@ -342,3 +342,33 @@ def test_what_if_follows_the_critical_path_through_a_feeding_thread(tmp_path):
     # removing a function nobody waits on leaves the chain as it is
     rest = predict(profile, judged, steps, parse_specs(["rest"]), feeders=[INGRESS])
     assert rest.step_saving_ms.value == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_function_the_change_rewrote_leads_and_is_not_folded(tmp_path):
+    """With --rename wrapper_before=wrapper the change under review rewrote `wrapper`: its
+    change (all in `inner`, which it calls) leads instead of being folded under inner."""
+    steps = rank_steps(str(steps_log(tmp_path / "s.log", 40.0, 10.0, n=60)), 0, 0)
+    rng = random.Random(5)
+
+    def side(inner_s: float, wrapper: str) -> Profile:
+        return states_profile(
+            [
+                [
+                    (_stack(LOOP, HELD, "loop", "step", wrapper, "inner"), inner_s + jitter),
+                    (_stack(LOOP, HELD, "loop", "step", "rest"), 0.3),
+                    (_stack(LOOP, HELD, "loop", "other"), 0.7 - inner_s - jitter),
+                ]
+                for jitter in (rng.uniform(-0.01, 0.01) for _ in range(10))
+            ]
+        )
+
+    before, after = side(0.4, "wrapper_before"), side(0.1, "wrapper")
+    renames = {"wrapper_before": "wrapper"}
+    costs = compare_costs(
+        loop_costs(before, LOOP, steps, all_frames=True, renames=renames),
+        loop_costs(after, LOOP, steps, all_frames=True, renames=renames),
+    )
+    rows = compare_profiles(before, after, costs=costs, renames=renames).functions
+    assert rows[0].name == "wrapper" and rows[0].folded is None
+    assert rows[1].name == "inner"
+    assert {r.name: r.folded for r in rows}["step"] is not None
