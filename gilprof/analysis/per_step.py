@@ -74,6 +74,9 @@ class FunctionCost:
     blamed_share: float
     per_step_ms: Estimate
     per_request_ms: Estimate | None
+    # with feeding threads named: their GIL waits while f held the GIL, ms per step (what a
+    # device-paced step waits for f on its critical path; not part of the loop's own cost)
+    feeder_wait_ms: Estimate | None = None
 
     @property
     def own_ms(self) -> float:
@@ -155,6 +158,25 @@ def _elementary(window: Window) -> Iterable[tuple[float, dict[int, int]]]:
         yield b - a, now
 
 
+def _feeder_waits(
+    profile: Profile,
+    feeder: int,
+    functions: Callable[[int], frozenset[FunctionId]],
+    into: dict[FunctionId, dict[int, float]],
+) -> None:
+    """Add the feeder's GIL waits, per window, to every function on the holders' stacks."""
+
+    def visit(w: int, dt: float, stack: int, holders: list[int]) -> None:
+        if holders and profile.stacks[stack].state is ThreadState.WAITING:
+            part = dt / len(holders)
+            for holder in holders:
+                for key in functions(holder):
+                    row = into.setdefault(key, {})
+                    row[w] = row.get(w, 0.0) + part
+
+    walk_loop(profile, feeder, visit)
+
+
 def walk_loop(profile: Profile, loop_tid: int, visit: Visit) -> list[float]:
     """Call visit(window index, dt, loop stack, holder stacks) for every stretch where the
     loop thread is busy; returns each window's seconds of loop-thread wall time."""
@@ -199,8 +221,12 @@ def loop_costs(
     all_frames: bool = False,
     top: int | None = None,
     renames: Mapping[str, str] | None = None,
+    feeders: Iterable[int] = (),
 ) -> LoopCosts:
-    """Every function's cost to the loop thread `loop_tid`, in ms per step (see the module)."""
+    """Every function's cost to the loop thread `loop_tid`, in ms per step (see the module);
+    with `feeders` (the threads that launch the device work the loop waits for), also the
+    feeders' GIL waits while each function held the GIL, in ms per step: on a device-paced
+    step's critical path."""
     unit = StepUnit.of(steps)
     renames = renames or {}
     cache: dict[int, frozenset[FunctionId]] = {}
@@ -243,6 +269,10 @@ def loop_costs(
     usable = [i for i, seconds in enumerate(wall) if seconds > 0]
     if not usable:
         raise UsageError("the loop thread has no samples in the profile")
+    fed: dict[FunctionId, dict[int, float]] = {}
+    feeders = [tid for tid in feeders if tid != loop_tid]
+    for feeder in feeders:
+        _feeder_waits(profile, feeder, lambda i: _stack_functions(profile, i, cache, renames), fed)
     den = [wall[i] for i in usable]
     total = math.fsum(den)
     out = []
@@ -256,6 +286,10 @@ def loop_costs(
         per_request = (
             scale(per_step, 1 / unit.requests_per_step) if unit.requests_per_step else None
         )
+        feeder_ms = None
+        if feeders:
+            f = fed.get(key, {})
+            feeder_ms = scale(batch_share([f.get(i, 0.0) for i in usable], den), unit.step_ms)
         out.append(
             FunctionCost(
                 key[0],
@@ -265,6 +299,7 @@ def loop_costs(
                 math.fsum(b.values()) / total,
                 per_step,
                 per_request,
+                feeder_ms,
             )
         )
     out.sort(key=lambda c: (-c.share.value, c.name, c.file))

@@ -20,8 +20,9 @@ feeder_option = click.option(
     "--feeder-thread",
     "feeder_thread",
     metavar="REGEX",
-    help="With --what-if: the thread(s) that launch the device work the loop waits for; a "
-    "device-paced step then shrinks by their time the removal cuts (docs/per-step.md).",
+    help="With --steps: the thread(s) that launch the device work the loop waits for: their "
+    "GIL waits per function join the costs, and a device-paced --what-if step shrinks by "
+    "their time the removal cuts (docs/per-step.md).",
 )
 
 
@@ -46,14 +47,16 @@ class PerStep:
     ) -> PerStep:
         """Nothing without a step log; else the verdict, the costs, the savings table and
         the --what-if prediction (when asked)."""
-        if feeder_thread and not what_if:
-            raise UsageError("--feeder-thread goes with --what-if: it changes the prediction")
+        if feeder_thread and not steps_log:
+            raise UsageError("--feeder-thread goes with --steps LOG: its waits are per step")
         if not steps_log:
             return cls()
         steps = choice.steps(steps_log, profile)
         judged = choice.judge(profile, steps, recipe, watch)
-        costs = loop_costs(profile, judged.loop.thread.tid, steps, all_frames=all_frames)
         feeders = find_threads(profile, feeder_thread, "--feeder-thread") if feeder_thread else ()
+        costs = loop_costs(
+            profile, judged.loop.thread.tid, steps, all_frames=all_frames, feeders=feeders
+        )
         predicted = (
             predict(profile, judged, steps, parse_specs(what_if), feeders) if what_if else None
         )

@@ -65,8 +65,15 @@ def cost_rows(costs: LoopCosts, top: int | None) -> list[list[str]]:
                 f"{100 * c.own_share:.1f}%",
                 f"{100 * c.blamed_share:.1f}%",
             ]
+            + ([f"{c.feeder_wait_ms.value:.2f}"] if c.feeder_wait_ms is not None else [])
         )
     return rows
+
+
+def cost_head(costs: LoopCosts) -> list[str]:
+    """The columns, with the feeding threads' waits when they were named (--feeder-thread)."""
+    fed = any(c.feeder_wait_ms is not None for c in costs.functions)
+    return COST_HEAD + (["feeder wait ms/step"] if fed else [])
 
 
 COST_HEAD = ["function", "ms/step", "95% CI", "µs/request", "of loop", "own", "blamed wait"]
@@ -96,9 +103,10 @@ def tables(
 ) -> list[Any]:
     out: list[Any] = [Text(cost_headline(costs), style="bold")]
     table = Table(title="Cost to the loop per step", title_justify="left")
-    shown = range(len(COST_HEAD)) if wide else NARROW
+    head = cost_head(costs)
+    shown = list(range(len(head))) if wide else [*NARROW, *range(len(COST_HEAD), len(head))]
     for i in shown:
-        table.add_column(COST_HEAD[i], justify="left" if i == 0 else "right")
+        table.add_column(head[i], justify="left" if i == 0 else "right")
     for row in cost_rows(costs, top):
         table.add_row(*(row[i] for i in shown))
     out.append(table)
@@ -120,8 +128,9 @@ def tables(
 def markdown(
     costs: LoopCosts, savings: tuple[Prediction, ...], what_if: Prediction | None, top: int | None
 ) -> list[str]:
-    lines = [f"**{cost_headline(costs)}**", "", "| " + " | ".join(COST_HEAD) + " |"]
-    lines.append("|---|" + "---:|" * (len(COST_HEAD) - 1))
+    head = cost_head(costs)
+    lines = [f"**{cost_headline(costs)}**", "", "| " + " | ".join(head) + " |"]
+    lines.append("|---|" + "---:|" * (len(head) - 1))
     lines += ["| `" + r[0] + "` | " + " | ".join(r[1:]) + " |" for r in cost_rows(costs, top)]
     if savings:
         lines += [
@@ -182,6 +191,7 @@ def costs_dict(
                 "loop_share": c.share.value,
                 "own_share": c.own_share,
                 "blamed_share": c.blamed_share,
+                "feeder_wait_ms": _estimate(c.feeder_wait_ms) if c.feeder_wait_ms else None,
             }
             for c in costs.functions
         ],
@@ -202,7 +212,9 @@ def html_section(
     parts = [
         '<section id="per-step-section"><h2>Cost per step</h2>',
         f'<p class="help">{esc(cost_headline(costs))}</p>',
-        table(COST_HEAD, [[esc(c) for c in row] for row in cost_rows(costs, top)], "per-step"),
+        table(
+            cost_head(costs), [[esc(c) for c in row] for row in cost_rows(costs, top)], "per-step"
+        ),
     ]
     if savings:
         parts += [

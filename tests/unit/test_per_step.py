@@ -342,6 +342,15 @@ def test_what_if_follows_the_critical_path_through_a_feeding_thread(tmp_path):
     # removing a function nobody waits on leaves the chain as it is
     rest = predict(profile, judged, steps, parse_specs(["rest"]), feeders=[INGRESS])
     assert rest.step_saving_ms.value == pytest.approx(0.0, abs=1e-9)
+    # the costs: f's wait on the device path is the feeder's wait, beside its own time
+    costs = loop_costs(profile, LOOP, steps, feeders=[INGRESS])
+    f, rest_cost = costs.find("f"), costs.find("rest")
+    assert f is not None and f.feeder_wait_ms is not None
+    assert f.feeder_wait_ms.value == pytest.approx(0.2 * period, rel=0.05)
+    assert rest_cost is not None and rest_cost.feeder_wait_ms is not None
+    assert rest_cost.feeder_wait_ms.value == 0.0
+    plain = loop_costs(profile, LOOP, steps).find("f")
+    assert plain is not None and plain.feeder_wait_ms is None
 
 
 def test_the_function_the_change_rewrote_leads_and_is_not_folded(tmp_path):
