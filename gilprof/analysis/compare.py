@@ -46,6 +46,7 @@ class ShareChange:
     # With costs: why the row is folded below those whose own cost changed ("loop frame",
     # or "outer frame of NAME": its change is that of a function it always calls)
     folded: str | None = None
+    was: str | None = None  # with costs: the name it had before (--rename)
 
 
 @dataclass(frozen=True)
@@ -225,9 +226,7 @@ def compare_profiles(
         key=lambda c: (-max(c.total.before, c.total.after), c.name, c.file),
     )
     if costs is not None:
-        functions = order_by_cost(
-            [_judged_on_cost(c, costs) for c in functions], costs, frozenset(renames.values())
-        )
+        functions = order_by_cost([_judged_on_cost(c, costs) for c in functions], costs)
     if top is not None:
         functions = functions[:top]
     watched = []
@@ -268,7 +267,9 @@ def _watched_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:
         return replace(change, share_verdict=change.verdict, verdict=UNCHANGED)
     found = max(matches, key=lambda c: max(c.per_step.before, c.per_step.after))
     cost = found.in_unit(costs.unit)
-    return replace(change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost))
+    return replace(
+        change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost), was=found.was
+    )
 
 
 def _judged_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:
@@ -278,19 +279,19 @@ def _judged_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:
     if found is None:
         return replace(change, share_verdict=change.verdict, verdict=UNCHANGED)
     cost = found.in_unit(costs.unit)
-    return replace(change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost))
+    return replace(
+        change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost), was=found.was
+    )
 
 
-def order_by_cost(
-    rows: list[ShareChange], costs: CostComparison, changed_code: frozenset[str] = frozenset()
-) -> list[ShareChange]:
+def order_by_cost(rows: list[ShareChange], costs: CostComparison) -> list[ShareChange]:
     """The rows whose own cost changed lead; the loop's own frames, and the callers whose
     change is that of the changed functions they call, follow, marked (folded); then the
     rows of no significant change, costliest first.
 
-    `changed_code`: the functions the change under review rewrote (--rename's NEW names):
-    when their cost changed they lead, and are never folded (their callees' change is
-    theirs: the code that changed is theirs).
+    The functions the change under review rewrote (renamed by --rename OLD=NEW): when their
+    cost changed they lead, and are never folded (their callees' change is theirs: the code
+    that changed is theirs).
 
     A caller's own change is its change less that of the highest changed functions below it
     (those it encloses on every stack they were seen on); a caller whose own change is inside
@@ -313,7 +314,7 @@ def order_by_cost(
         if known is not None and known.loop_frame:
             return "loop frame"
         found = changed.get((r.name, r.file))
-        if found is None or r.cost is None or r.name in changed_code:
+        if found is None or r.cost is None or r.was is not None:
             return None
         inner = below((r.name, r.file))
         if not inner:
@@ -341,7 +342,7 @@ def order_by_cost(
     folded = [r for r in marked if r.folded is not None]
     leading.sort(
         key=lambda r: (
-            r.name not in changed_code,
+            r.was is None,
             own(r) < OWN_FLOOR * change(r),
             -change(r),
             r.name,

@@ -101,6 +101,7 @@ class LoopCosts:
     # each function -> the functions above it on every stack it was seen on (its callers
     # that enclose all of its cost)
     enclosing: Mapping[FunctionId, frozenset[FunctionId]] = field(default_factory=dict)
+    was: Mapping[FunctionId, str] = field(default_factory=dict)  # renamed: the old name
 
     def find(self, name: str, file: str = "") -> FunctionCost | None:
         for cost in self.functions:
@@ -233,6 +234,7 @@ def loop_costs(
     own: dict[FunctionId, dict[int, float]] = {}
     blamed: dict[FunctionId, dict[int, float]] = {}
     enclosing: dict[FunctionId, frozenset[FunctionId]] = {}
+    was: dict[FunctionId, str] = {}  # the functions --rename renamed: their old name
     seen_stacks: set[int] = set()
 
     def note_callers(stack: int) -> None:
@@ -244,6 +246,8 @@ def loop_costs(
             if not f.is_python:
                 continue
             key = (renames.get(f.name, f.name), os.path.basename(f.file))
+            if f.name in renames:
+                was[key] = f.name
             callers = frozenset(k for k in above if k != key)
             known = enclosing.get(key)
             enclosing[key] = callers if known is None else known & callers
@@ -307,7 +311,7 @@ def loop_costs(
         out = out[:top]
     spans_mode = profile.sampling.mode.reads_states and any(w.spans for w in profile.windows)
     name = profile.threads.get(loop_tid) or f"tid {loop_tid}"
-    return LoopCosts(name, unit, len(usable), spans_mode, tuple(out), enclosing)
+    return LoopCosts(name, unit, len(usable), spans_mode, tuple(out), enclosing, was)
 
 
 STEP, REQUEST = "step", "request"
@@ -324,6 +328,7 @@ class CostChange:
     own_delta_ms: float = 0.0  # the change of the loop's own time in it, ms per step
     loop_frame: bool = False  # a frame of the loop itself (WHOLE_LOOP) on either side
     enclosing: frozenset[FunctionId] = frozenset()  # callers enclosing it on both sides
+    was: str | None = None  # the name it had before (--rename): the change rewrote it
 
     def in_unit(self, unit: str) -> Difference:
         return self.per_request if unit == REQUEST and self.per_request else self.per_step
@@ -368,7 +373,11 @@ def compare_costs(
         loop_frame = any(c is not None and c.share.value >= WHOLE_LOOP for c in (cb, ca))
         sides = [s.enclosing[key] for s in (before, after) if key in s.enclosing]
         enclosing = frozenset.intersection(*sides) if sides else frozenset()
-        changes[key] = CostChange(key[0], key[1], step, request, own_delta, loop_frame, enclosing)
+        was = before.was.get(key) or after.was.get(key)
+        changes[key] = CostChange(
+            key[0], key[1], step, request, own_delta, loop_frame, enclosing, was
+        )
+
     return CostComparison(unit, (before.thread, after.thread), changes)
 
 

@@ -237,7 +237,6 @@ def render_table(
                 list(c.functions),
                 unit,
                 wide=wide,
-                renamed={new: old for old, new in c.renames},
             )
         )
         out.append(Text(COST_LEGEND))

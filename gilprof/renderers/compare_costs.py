@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
 
 from rich.table import Table
 from rich.text import Text
@@ -46,7 +45,6 @@ def cost_table(
     unit: str,
     *,
     wide: bool = False,
-    renamed: Mapping[str, str] | None = None,
 ) -> Table:
     """The function column takes what the figures leave and wraps (fold) instead of cutting;
     the figures never wrap. Narrow (the default): the cost columns only; wide: the share of
@@ -66,7 +64,7 @@ def cost_table(
         verdict = row.verdict if wide else _SHORT.get(row.verdict, row.verdict)
         extra = _share_cells(row.total) if wide else []
         table.add_row(
-            function_cell(row, (renamed or {}).get(row.name)),
+            function_cell(row, row.was),
             *cells,
             Text(verdict, style=_STYLE.get(row.verdict, "")),
             *extra,
