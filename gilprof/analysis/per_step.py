@@ -103,6 +103,12 @@ class LoopCosts:
     enclosing: Mapping[FunctionId, frozenset[FunctionId]] = field(default_factory=dict)
     was: Mapping[FunctionId, str] = field(default_factory=dict)  # renamed: the old name
 
+    def is_loop_frame(self, cost: FunctionCost) -> bool:
+        """A frame of the loop itself: on the loop's stack for WHOLE_LOOP or more of the time
+        its outermost frame is (of its busy time, so a device-paced loop's frames count)."""
+        top = max((c.share.value for c in self.functions), default=0.0)
+        return top > 0 and cost.share.value >= WHOLE_LOOP * top
+
     def find(self, name: str, file: str = "") -> FunctionCost | None:
         for cost in self.functions:
             if cost.name == name and (not file or cost.file == file):
@@ -370,7 +376,9 @@ def compare_costs(
                 confidence,
             )
         own_delta = (ca.own_ms if ca else 0.0) - (cb.own_ms if cb else 0.0)
-        loop_frame = any(c is not None and c.share.value >= WHOLE_LOOP for c in (cb, ca))
+        loop_frame = (cb is not None and before.is_loop_frame(cb)) or (
+            ca is not None and after.is_loop_frame(ca)
+        )
         sides = [s.enclosing[key] for s in (before, after) if key in s.enclosing]
         enclosing = frozenset.intersection(*sides) if sides else frozenset()
         was = before.was.get(key) or after.was.get(key)

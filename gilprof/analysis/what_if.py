@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from gilprof.analysis.loop import batch_share
-from gilprof.analysis.per_step import WHOLE_LOOP, LoopCosts, StepUnit, scale, walk_loop
+from gilprof.analysis.per_step import LoopCosts, StepUnit, scale, walk_loop
 from gilprof.analysis.verdict import DEVICE_NEGLIGIBLE, Verdict
 from gilprof.errors import UsageError
 from gilprof.model import Frame, ThreadState
@@ -314,16 +314,25 @@ def _floor(estimate: Estimate, floor: float) -> Estimate:
 
 
 def predict_each(
-    profile: Profile, verdict: Verdict, steps: RankSteps, functions: Sequence[str]
+    profile: Profile,
+    verdict: Verdict,
+    steps: RankSteps,
+    functions: Sequence[str],
+    feeders: Sequence[int] = (),
 ) -> tuple[Prediction, ...]:
     """One prediction per function: the table "what removing each function's cost would save"."""
-    return tuple(predict(profile, verdict, steps, (RemovalSpec(f),)) for f in functions)
+    return tuple(predict(profile, verdict, steps, (RemovalSpec(f),), feeders) for f in functions)
 
 
 def savings_table(
-    profile: Profile, verdict: Verdict, steps: RankSteps, costs: LoopCosts, count: int = 8
+    profile: Profile,
+    verdict: Verdict,
+    steps: RankSteps,
+    costs: LoopCosts,
+    count: int = 8,
+    feeders: Sequence[int] = (),
 ) -> tuple[Prediction, ...]:
     """The costliest functions one by one, leaving out the loop's own frames (functions in
     which the loop spends nearly all its time: removing them is removing the loop)."""
-    names = [c.name for c in costs.functions if c.share.value < WHOLE_LOOP][:count]
-    return predict_each(profile, verdict, steps, names)
+    names = [c.name for c in costs.functions if not costs.is_loop_frame(c)][:count]
+    return predict_each(profile, verdict, steps, names, feeders)

@@ -60,7 +60,9 @@ class PerStep:
         predicted = (
             predict(profile, judged, steps, parse_specs(what_if), feeders) if what_if else None
         )
-        return cls(judged, costs, savings_table(profile, judged, steps, costs), predicted)
+        return cls(
+            judged, costs, savings_table(profile, judged, steps, costs, feeders=feeders), predicted
+        )
 
 
 def find_threads(profile: Profile, pattern: str, option: str) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from gilprof.analysis.per_step import WHOLE_LOOP, LoopCosts
+from gilprof.analysis.per_step import LoopCosts
 from gilprof.analysis.what_if import Prediction
 from gilprof.stats import Estimate
 
@@ -43,7 +43,11 @@ def prediction_line(p: Prediction) -> str:
         f"{_ci(p.saving_ms)}); predicted host step {p.period_ms:.1f} -> {step.value:.1f} ms "
         f"{_ci(step)}"
         + (
-            f"; overlap scheduler: max(host after, device {p.device_ms:.1f} ms) = "
+            f"; device chain {p.device_ms:.1f} - {p.feeder_saving_ms.value:.1f} ms (the "
+            f"feeding thread's time cut), host after {p.host_after_ms.value:.1f} ms: the "
+            f"larger paces the step"
+            if p.device_paced and p.device_ms is not None and p.feeder_saving_ms is not None
+            else f"; overlap scheduler: max(host after, device {p.device_ms:.1f} ms) = "
             f"{max(p.host_after_ms.value, p.device_ms):.1f} ms"
             if p.device_paced and p.device_ms is not None
             else ""
@@ -54,7 +58,7 @@ def prediction_line(p: Prediction) -> str:
 def cost_rows(costs: LoopCosts, top: int | None) -> list[list[str]]:
     rows = []
     for c in costs.functions[:top]:
-        loop = ", loop frame" if c.share.value >= WHOLE_LOOP else ""
+        loop = ", loop frame" if costs.is_loop_frame(c) else ""
         rows.append(
             [
                 c.name + (f" ({c.file}{loop})" if c.file else loop),
