@@ -6,35 +6,43 @@ device (one step in flight), so the device chain paces the step, and the launche
 while the loop holds the GIL are on the step's critical path. Removing the loop's
 `removable_work` shortens the step though the loop is device-bound. From the before profile,
 `report --what-if removable_work --feeder-thread launcher` predicts it; the same process then
-switches the function off and measures (test_what_if.py's protocol, under the same load).
+measures the step with the function off and on in turn, in blocks of steps (a drift of the
+shared machine's load falls on both sides alike).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 
 import pytest
 
 from .conftest import gilprof_stdout
-from .test_what_if import _host_steps, _mean_host, _run, _se_of_difference
+from .test_what_if import _host_steps, _run, _se_of_difference
 
 pytestmark = pytest.mark.integration
 
 WORKLOAD = "thread_fed_loop.py"
+MARK = "# interleaved from here"
 
 
 def test_a_thread_fed_device_step_shrinks_by_the_launchers_waits(spawn, tmp_path):
-    log_on, log_off, profile, sampled = _run(spawn, tmp_path, [], workload=WORKLOAD)
+    log_on, log_off, profile, _ = _run(spawn, tmp_path, ["--off-seconds", "5"], workload=WORKLOAD)
     args = ["report", str(profile), "--steps", str(log_on), "--loop-thread", "step-loop"]
     args += ["--what-if", "removable_work", "--format", "json"]
     fed = json.loads(gilprof_stdout(spawn, *args, "--feeder-thread", "^launcher$"))
     alone = json.loads(gilprof_stdout(spawn, *args))
     predicted = fed["per_step"]["what_if"]
     saving = predicted["step_saving_ms"]["value"]
-    on, off = _host_steps(log_on, sampled), _host_steps(log_off)
-    measured = _mean_host(log_on, sampled) - _mean_host(log_off)
+    # measured on blocks of steps with the function on and off in turn (the workload's
+    # --block): a drift of the machine's load falls on both
+    interleaved = log_on.read_text().split(MARK, 1)[1]
+    on = [float(v) for v in re.findall(r"host_step_time = ([\d.]+)ms", interleaved)]
+    off = _host_steps(log_off, skip=0)
+    assert len(on) >= 20 and len(off) >= 20, (len(on), len(off))
+    measured = statistics.fmean(on) - statistics.fmean(off)
     period = predicted["host_step_before_ms"]
     print(f"thread-fed: predicted {saving:.2f} ms, measured {measured:.2f} ms of {period:.1f} ms")
     assert fed["verdict"]["bound"] == "device"

@@ -13,8 +13,11 @@ through the launcher's GIL waits (as with SGLang's overlap scheduler's forward t
 
 The work spins on the clock, so its length holds on a busy machine. Prints `pid=N` on
 stderr; writes TensorRT-LLM-style iteration lines to --log. With --switch-file, the same
-process measures the loop without `removable_work` once that file exists (lines to
---log-off, for --off-seconds more), close in time and under the same machine load.
+process measures the loop without `removable_work` once that file exists, for --off-seconds
+more: in blocks of --block steps, off and on in turn (off-block lines to --log-off, on-block
+lines go on in --log after a line "# interleaved from here"), so a drift of the shared machine's load falls on both alike. The
+first --settle steps of each block are not logged: the step in flight then was launched in
+the other block.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ def main() -> None:
     parser.add_argument("--switch-file", help="once this file exists: removable_work off")
     parser.add_argument("--log-off", help="iteration log once switched off")
     parser.add_argument("--off-seconds", type=float, default=3.0)
+    parser.add_argument("--block", type=int, default=8, help="steps per off/on block")
+    parser.add_argument("--settle", type=int, default=2, help="unlogged steps per block")
     args = parser.parse_args()
     steps: Steps = queue.Queue()
     threading.Thread(
@@ -98,24 +103,33 @@ def run_loop(args: argparse.Namespace, steps: Steps, log: IO[str]) -> None:
     previous: tuple[threading.Event, list[float]] | None = None
     prev_top = time.perf_counter()
     last_device: float | None = None
-    index = 0
+    logs = {True: log}  # removable_work on: --log; off: --log-off
+    counts = {True: 0, False: 0}
+    on, settled, since_toggle = True, True, 0
     while True:
         top = time.perf_counter()
-        if index:
+        if since_toggle and settled:
             device_ms = "N/A" if last_device is None else f"{last_device * 1e3:.2f}ms"
             stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-            log.write(
-                f"iter = {index - 1}, global_rank = 0, rank = 0, host_step_time = "
+            logs[on].write(
+                f"iter = {counts[on]}, global_rank = 0, rank = 0, host_step_time = "
                 f"{(top - prev_top) * 1e3:.2f}ms, prev_device_step_time = {device_ms}, "
                 f"timestamp = {stamp}, num_scheduled_requests: 8\n"
             )
-            log.flush()
+            logs[on].flush()
+            counts[on] += 1
         if top >= deadline:
             return
         if args.switch_file and not switched and os.path.exists(args.switch_file):
-            switched, removable, deadline = True, 0.0, top + args.off_seconds
-            log = open(args.log_off, "w")  # noqa: SIM115  # closed when the process exits
-            index = 0
+            switched, deadline = True, top + args.off_seconds
+            logs[False] = open(args.log_off, "w")  # noqa: SIM115  # closed at exit
+            log.write("# interleaved from here\n")
+            since_toggle = args.block  # toggles to off just below
+        if switched and since_toggle >= args.block:
+            on, since_toggle = not on, 0
+            removable = args.removable_ms / 1e3 if on else 0.0
+        since_toggle += 1
+        settled = since_toggle > args.settle or not switched
         prev_top = top
         prepare_batch(args.host_ms / 1e3)
         if removable > 0:
@@ -126,7 +140,6 @@ def run_loop(args: argparse.Namespace, steps: Steps, log: IO[str]) -> None:
             previous[0].wait()
             last_device = previous[1][1] - previous[1][0]
         previous = (done, stamps)
-        index += 1
 
 
 if __name__ == "__main__":
