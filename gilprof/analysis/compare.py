@@ -43,6 +43,10 @@ class ShareChange:
     # `share_verdict` keeps what the share of wall time alone said.
     cost: Difference | None = None
     share_verdict: str | None = None
+    # With costs: why the row is folded below those whose own cost changed ("loop frame",
+    # or "outer frame of NAME": its change is that of a function it always calls)
+    folded: str | None = None
+    was: str | None = None  # with costs: the name it had before (--rename)
 
 
 @dataclass(frozen=True)
@@ -221,10 +225,10 @@ def compare_profiles(
         (_change(b, a, key, confidence, key[0], key[1], key[3]) for key in function_keys),
         key=lambda c: (-max(c.total.before, c.total.after), c.name, c.file),
     )
+    if costs is not None:
+        functions = order_by_cost([_judged_on_cost(c, costs) for c in functions], costs)
     if top is not None:
         functions = functions[:top]
-    if costs is not None:
-        functions = [_judged_on_cost(c, costs) for c in functions]
     watched = []
     for name in watch_names:
         diff = ratio_difference_ci(*b.watch_series(name), *a.watch_series(name), confidence)
@@ -263,7 +267,9 @@ def _watched_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:
         return replace(change, share_verdict=change.verdict, verdict=UNCHANGED)
     found = max(matches, key=lambda c: max(c.per_step.before, c.per_step.after))
     cost = found.in_unit(costs.unit)
-    return replace(change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost))
+    return replace(
+        change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost), was=found.was
+    )
 
 
 def _judged_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:
@@ -273,7 +279,91 @@ def _judged_on_cost(change: ShareChange, costs: CostComparison) -> ShareChange:
     if found is None:
         return replace(change, share_verdict=change.verdict, verdict=UNCHANGED)
     cost = found.in_unit(costs.unit)
-    return replace(change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost))
+    return replace(
+        change, cost=cost, share_verdict=change.verdict, verdict=verdict(cost), was=found.was
+    )
+
+
+def order_by_cost(rows: list[ShareChange], costs: CostComparison) -> list[ShareChange]:
+    """The rows whose own cost changed lead; the loop's own frames, and the callers whose
+    change is that of the changed functions they call, follow, marked (folded); then the
+    rows of no significant change, costliest first.
+
+    The functions the change under review rewrote (renamed by --rename OLD=NEW): when their
+    cost changed they lead, and are never folded (their callees' change is theirs: the code
+    that changed is theirs).
+
+    A caller's own change is its change less that of the highest changed functions below it
+    (those it encloses on every stack they were seen on); a caller whose own change is inside
+    its change's interval is an outer frame of them. Leading rows: the loop's own time first
+    (a function the loop only waits on moves after), the largest change first."""
+    unit = costs.unit
+    changed = {
+        key: c
+        for key, c in costs.changes.items()
+        if c.in_unit(unit).significant and c.in_unit(unit).delta != 0
+    }
+
+    def below(key: tuple[str, str]) -> list[tuple[str, str]]:
+        """The highest changed functions that `key` encloses."""
+        inner = [g for g, c in changed.items() if key in c.enclosing]
+        return [g for g in inner if not any(h in changed[g].enclosing for h in inner if h != g)]
+
+    def fold(r: ShareChange) -> str | None:
+        known = costs.find(r.name, r.file)
+        if known is not None and known.loop_frame:
+            return "loop frame"
+        found = changed.get((r.name, r.file))
+        if found is None or r.cost is None or r.was is not None:
+            return None
+        inner = below((r.name, r.file))
+        if not inner:
+            return None
+        own = r.cost.delta - sum(changed[g].in_unit(unit).delta for g in inner)
+        half = (r.cost.high - r.cost.low) / 2
+        if abs(own) > half:
+            return None
+        inner.sort(key=lambda g: -abs(changed[g].in_unit(unit).delta))
+        names = ", ".join(g[0] + (f" ({g[1]})" if g[0] == r.name else "") for g in inner[:2]) + (
+            ", ..." if len(inner) > 2 else ""
+        )
+        return f"outer frame of {names}"
+
+    def own(r: ShareChange) -> float:
+        found = costs.find(r.name, r.file)
+        return abs(found.own_delta_ms) if found is not None else 0.0
+
+    def change(r: ShareChange) -> float:
+        return abs(r.cost.delta) if r.cost is not None else 0.0
+
+    marked = [replace(r, folded=fold(r)) for r in rows]
+    leading = [r for r in marked if r.folded is None and r.cost and r.cost.significant]
+    quiet = [r for r in marked if r.folded is None and not (r.cost and r.cost.significant)]
+    folded = [r for r in marked if r.folded is not None]
+    leading.sort(
+        key=lambda r: (
+            r.was is None,
+            own(r) < OWN_FLOOR * change(r),
+            -change(r),
+            r.name,
+            r.file,
+        )
+    )
+    quiet.sort(
+        key=lambda r: (
+            -max(r.cost.before, r.cost.after) if r.cost else 0.0,
+            -max(r.total.before, r.total.after),
+            r.name,
+            r.file,
+        )
+    )
+    folded.sort(key=lambda r: (r.folded != "loop frame", -change(r), r.name, r.file))
+    return leading + folded + quiet
+
+
+OWN_FLOOR = 0.5
+"""A leading row whose change is less than half the loop's own time (most of it a wait
+blamed on another thread) comes after those of the loop's own time."""
 
 
 def compare_steps(before: RankSteps, after: RankSteps, confidence: float = 0.95) -> StepsChange:

@@ -7,7 +7,8 @@ that is only counted when it is statistically significant (gilprof.analysis.comp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -43,15 +44,33 @@ def parse_share(
     values: tuple[str, ...], option: str = "--max-share", what: str = "FUNC"
 ) -> dict[str, float]:
     """`NAME=PERCENT` strings (--max-share, --max-wait, --max-blame) -> {name: percent}."""
+    return parse_limits(
+        values,
+        lambda text: float(text.rstrip("%")),
+        lambda v: 0 <= v <= 100,
+        option,
+        f"{what}=PERCENT (0-100)",
+    )
+
+
+def parse_limits(
+    values: Iterable[str],
+    number: Callable[[str], float],
+    valid: Callable[[float], bool],
+    option: str,
+    expects: str,
+) -> dict[str, float]:
+    """`NAME=LIMIT` strings -> {name: limit}: `number` reads LIMIT, `valid` accepts it; a
+    bad one is a usage error saying what `option` expects."""
     out = {}
     for value in values:
-        name, sep, pct = value.rpartition("=")
+        name, sep, text = value.rpartition("=")
         try:
-            limit = float(pct.rstrip("%"))
+            limit = number(text)
         except ValueError:
-            limit = -1.0
-        if not sep or not name or not 0 <= limit <= 100:
-            raise UsageError(f"{option} expects {what}=PERCENT (0-100), got {value!r}")
+            limit = math.nan
+        if not sep or not name or not valid(limit):
+            raise UsageError(f"{option} expects {expects}, got {value!r}")
         out[name] = limit
     return out
 

@@ -7,8 +7,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from gilprof.analysis.gate import parse_limits
 from gilprof.analysis.per_step import LoopCosts
-from gilprof.errors import UsageError
 from gilprof.model import function_name_matches
 
 if TYPE_CHECKING:
@@ -17,17 +17,13 @@ if TYPE_CHECKING:
 
 def parse_ms(values: Iterable[str], option: str = "--max-ms-per-step") -> dict[str, float]:
     """`FUNC=MS` strings -> {function: milliseconds}."""
-    out = {}
-    for value in values:
-        name, sep, text = value.rpartition("=")
-        try:
-            limit = float(text.removesuffix("ms"))
-        except ValueError:
-            limit = -1.0
-        if not sep or not name or not math.isfinite(limit) or limit < 0:
-            raise UsageError(f"{option} expects FUNC=MS (milliseconds >= 0), got {value!r}")
-        out[name] = limit
-    return out
+    return parse_limits(
+        values,
+        lambda text: float(text.removesuffix("ms")),
+        lambda v: math.isfinite(v) and v >= 0,
+        option,
+        "FUNC=MS (milliseconds >= 0)",
+    )
 
 
 def per_step_results(costs: LoopCosts, max_ms: Mapping[str, float]) -> list[BudgetResult]:

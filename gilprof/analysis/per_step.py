@@ -6,7 +6,9 @@ A function f costs the loop, per window of the profile:
   with f on its stack;
 - blamed: the loop's GIL wait while another thread held the GIL with f on its stack (the
   state reader's blame, inclusive: f anywhere on the holder's stack, split evenly when the
-  reader saw several holders in a hand-off).
+  reader saw several holders in a hand-off), and f not on the loop's own stack: a stretch
+  counts once per function, as own time when f is on the loop's stack, else as blamed
+  time. So no function's cost exceeds the loop's wall time, nor so the step.
 
 The cost per step is (own + blamed) seconds / iterations. The iteration log has no clock
 fine enough to cut it at the profile's window edges, so the iterations in a window are its
@@ -26,7 +28,7 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gilprof.analysis.loop import batch_share
 from gilprof.errors import UsageError
@@ -72,6 +74,21 @@ class FunctionCost:
     blamed_share: float
     per_step_ms: Estimate
     per_request_ms: Estimate | None
+    # with feeding threads named: their GIL waits while f held the GIL, ms per step (what a
+    # device-paced step waits for f on its critical path; not part of the loop's own cost)
+    feeder_wait_ms: Estimate | None = None
+
+    @property
+    def own_ms(self) -> float:
+        """The loop's own time in f per step (point value): own_share of the step."""
+        return (
+            self.own_share * self.per_step_ms.value / self.share.value if self.share.value else 0.0
+        )
+
+
+WHOLE_LOOP = 0.9
+"""A function costing this share of the loop's time or more is a frame of the loop itself
+(its outer frames): removing it is removing the loop."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +98,16 @@ class LoopCosts:
     windows: int
     blame: bool  # the profile recorded every thread's state: blamed waits are included
     functions: tuple[FunctionCost, ...]
+    # each function -> the functions above it on every stack it was seen on (its callers
+    # that enclose all of its cost)
+    enclosing: Mapping[FunctionId, frozenset[FunctionId]] = field(default_factory=dict)
+    was: Mapping[FunctionId, str] = field(default_factory=dict)  # renamed: the old name
+
+    def is_loop_frame(self, cost: FunctionCost) -> bool:
+        """A frame of the loop itself: on the loop's stack for WHOLE_LOOP or more of the time
+        its outermost frame is (of its busy time, so a device-paced loop's frames count)."""
+        top = max((c.share.value for c in self.functions), default=0.0)
+        return top > 0 and cost.share.value >= WHOLE_LOOP * top
 
     def find(self, name: str, file: str = "") -> FunctionCost | None:
         for cost in self.functions:
@@ -138,6 +165,25 @@ def _elementary(window: Window) -> Iterable[tuple[float, dict[int, int]]]:
         yield b - a, now
 
 
+def _feeder_waits(
+    profile: Profile,
+    feeder: int,
+    functions: Callable[[int], frozenset[FunctionId]],
+    into: dict[FunctionId, dict[int, float]],
+) -> None:
+    """Add the feeder's GIL waits, per window, to every function on the holders' stacks."""
+
+    def visit(w: int, dt: float, stack: int, holders: list[int]) -> None:
+        if holders and profile.stacks[stack].state is ThreadState.WAITING:
+            part = dt / len(holders)
+            for holder in holders:
+                for key in functions(holder):
+                    row = into.setdefault(key, {})
+                    row[w] = row.get(w, 0.0) + part
+
+    walk_loop(profile, feeder, visit)
+
+
 def walk_loop(profile: Profile, loop_tid: int, visit: Visit) -> list[float]:
     """Call visit(window index, dt, loop stack, holder stacks) for every stretch where the
     loop thread is busy; returns each window's seconds of loop-thread wall time."""
@@ -182,22 +228,50 @@ def loop_costs(
     all_frames: bool = False,
     top: int | None = None,
     renames: Mapping[str, str] | None = None,
+    feeders: Iterable[int] = (),
 ) -> LoopCosts:
-    """Every function's cost to the loop thread `loop_tid`, in ms per step (see the module)."""
+    """Every function's cost to the loop thread `loop_tid`, in ms per step (see the module);
+    with `feeders` (the threads that launch the device work the loop waits for), also the
+    feeders' GIL waits while each function held the GIL, in ms per step: on a device-paced
+    step's critical path."""
     unit = StepUnit.of(steps)
     renames = renames or {}
     cache: dict[int, frozenset[FunctionId]] = {}
     own: dict[FunctionId, dict[int, float]] = {}
     blamed: dict[FunctionId, dict[int, float]] = {}
+    enclosing: dict[FunctionId, frozenset[FunctionId]] = {}
+    was: dict[FunctionId, str] = {}  # the functions --rename renamed: their old name
+    seen_stacks: set[int] = set()
+
+    def note_callers(stack: int) -> None:
+        if stack in seen_stacks:
+            return
+        seen_stacks.add(stack)
+        above: list[FunctionId] = []
+        for f in profile.stack_frames(stack):
+            if not f.is_python:
+                continue
+            key = (renames.get(f.name, f.name), os.path.basename(f.file))
+            if f.name in renames:
+                was[key] = f.name
+            callers = frozenset(k for k in above if k != key)
+            known = enclosing.get(key)
+            enclosing[key] = callers if known is None else known & callers
+            above.append(key)
 
     def visit(w: int, dt: float, stack: int, holders: list[int]) -> None:
-        for key in _stack_functions(profile, stack, cache, renames):
+        mine = _stack_functions(profile, stack, cache, renames)
+        note_callers(stack)
+        for key in mine:
             row = own.setdefault(key, {})
             row[w] = row.get(w, 0.0) + dt
         if holders and profile.stacks[stack].state is ThreadState.WAITING:
+            # One accounting: a function on both the loop's stack and a holder's counted
+            # this stretch as own time above; its blame would count the same ticks again.
             part = dt / len(holders)
             for holder in holders:
-                for key in _stack_functions(profile, holder, cache, renames):
+                note_callers(holder)
+                for key in _stack_functions(profile, holder, cache, renames) - mine:
                     row = blamed.setdefault(key, {})
                     row[w] = row.get(w, 0.0) + part
 
@@ -205,6 +279,10 @@ def loop_costs(
     usable = [i for i, seconds in enumerate(wall) if seconds > 0]
     if not usable:
         raise UsageError("the loop thread has no samples in the profile")
+    fed: dict[FunctionId, dict[int, float]] = {}
+    feeders = [tid for tid in feeders if tid != loop_tid]
+    for feeder in feeders:
+        _feeder_waits(profile, feeder, lambda i: _stack_functions(profile, i, cache, renames), fed)
     den = [wall[i] for i in usable]
     total = math.fsum(den)
     out = []
@@ -218,6 +296,10 @@ def loop_costs(
         per_request = (
             scale(per_step, 1 / unit.requests_per_step) if unit.requests_per_step else None
         )
+        feeder_ms = None
+        if feeders:
+            f = fed.get(key, {})
+            feeder_ms = scale(batch_share([f.get(i, 0.0) for i in usable], den), unit.step_ms)
         out.append(
             FunctionCost(
                 key[0],
@@ -227,6 +309,7 @@ def loop_costs(
                 math.fsum(b.values()) / total,
                 per_step,
                 per_request,
+                feeder_ms,
             )
         )
     out.sort(key=lambda c: (-c.share.value, c.name, c.file))
@@ -234,7 +317,7 @@ def loop_costs(
         out = out[:top]
     spans_mode = profile.sampling.mode.reads_states and any(w.spans for w in profile.windows)
     name = profile.threads.get(loop_tid) or f"tid {loop_tid}"
-    return LoopCosts(name, unit, len(usable), spans_mode, tuple(out))
+    return LoopCosts(name, unit, len(usable), spans_mode, tuple(out), enclosing, was)
 
 
 STEP, REQUEST = "step", "request"
@@ -248,6 +331,10 @@ class CostChange:
     file: str
     per_step: Difference
     per_request: Difference | None
+    own_delta_ms: float = 0.0  # the change of the loop's own time in it, ms per step
+    loop_frame: bool = False  # a frame of the loop itself (WHOLE_LOOP) on either side
+    enclosing: frozenset[FunctionId] = frozenset()  # callers enclosing it on both sides
+    was: str | None = None  # the name it had before (--rename): the change rewrote it
 
     def in_unit(self, unit: str) -> Difference:
         return self.per_request if unit == REQUEST and self.per_request else self.per_step
@@ -288,7 +375,17 @@ def compare_costs(
                 (ca.per_request_ms if ca else None) or _ZERO,
                 confidence,
             )
-        changes[key] = CostChange(key[0], key[1], step, request)
+        own_delta = (ca.own_ms if ca else 0.0) - (cb.own_ms if cb else 0.0)
+        loop_frame = (cb is not None and before.is_loop_frame(cb)) or (
+            ca is not None and after.is_loop_frame(ca)
+        )
+        sides = [s.enclosing[key] for s in (before, after) if key in s.enclosing]
+        enclosing = frozenset.intersection(*sides) if sides else frozenset()
+        was = before.was.get(key) or after.was.get(key)
+        changes[key] = CostChange(
+            key[0], key[1], step, request, own_delta, loop_frame, enclosing, was
+        )
+
     return CostComparison(unit, (before.thread, after.thread), changes)
 
 

@@ -20,7 +20,7 @@ samples of the loop thread (which carry lines), applied to FUNC's whole cost.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from gilprof.analysis.loop import batch_share
@@ -68,6 +68,7 @@ class Prediction:
     step_saving_ms: Estimate  # P - step after
     line_fractions: tuple[tuple[str, float], ...]  # FUNC:LINE specs: their line's fraction
     note: str
+    feeder_saving_ms: Estimate | None = None  # the device-feeding threads' time cut per step
 
 
 def _callee(frames: Sequence[Frame], function: str) -> tuple[bool, str | None, int]:
@@ -110,11 +111,15 @@ def predict(
     verdict: Verdict,
     steps: RankSteps,
     specs: Sequence[RemovalSpec],
+    feeders: Sequence[int] = (),
 ) -> Prediction:
-    """The predicted host step after removing `specs`' cost from the loop (see the module)."""
+    """The predicted host step after removing `specs`' cost from the loop (see the module);
+    `feeders`: the threads that launch the device work the loop waits for (its critical
+    path when the device paces the loop)."""
     if not specs:
         raise UsageError("--what-if needs at least one function")
     loop_tid = verdict.loop.thread.tid
+    feeders = [tid for tid in feeders if tid != loop_tid]
     splits = {spec: _LineSplit(profile, loop_tid, spec) for spec in specs if spec.line is not None}
     match_cache: dict[int, float] = {}
 
@@ -132,19 +137,17 @@ def predict(
             part = match_cache[stack] = min(1.0, part)
         return part
 
-    saved: dict[int, float] = {}
-
-    def visit(w: int, dt: float, stack: int, holders: list[int]) -> None:
-        part = removed_part(stack)
-        if holders and profile.stacks[stack].state is ThreadState.WAITING:
-            part += math.fsum(removed_part(h) for h in holders) / len(holders)
-        if part > 0:
-            saved[w] = saved.get(w, 0.0) + dt * min(1.0, part)
-
-    wall = walk_loop(profile, loop_tid, visit)
+    saved, wall = _thread_saving(profile, loop_tid, removed_part)
     usable = [i for i, seconds in enumerate(wall) if seconds > 0]
     if not usable:
         raise UsageError("the loop thread has no samples in the profile")
+    # The other threads' time the removal takes away: their own time in the removed
+    # functions and their GIL waits while a removed function held it, per thread.
+    others = {
+        tid: _thread_saving(profile, tid, removed_part)
+        for tid in profile.threads
+        if tid != loop_tid and (tid in feeders or verdict.loop.device_wait is not None)
+    }
     seen = {
         spec
         for spec in specs
@@ -159,9 +162,7 @@ def predict(
         )
     unit = StepUnit.of(steps)
     period = unit.step_ms
-    saving = scale(
-        batch_share([saved.get(i, 0.0) for i in usable], [wall[i] for i in usable]), period
-    )
+    saving = scale(batch_share([saved[i] for i in usable], [wall[i] for i in usable]), period)
     device_wait = verdict.loop.device_wait
     wait_share = device_wait.value if device_wait is not None else 0.0
     host_work = period * (1.0 - wait_share)
@@ -173,12 +174,23 @@ def predict(
         saving.stderr,
         saving.dof,
     )
-    if device_paced:
+    feeder_saving = _feeder_saving(others, feeders, period)
+    if device_paced and feeder_saving is not None:
         device: float | None = period
+        names = ", ".join(profile.threads.get(t, str(t)) for t in feeders)
+        note = (
+            f"device-bound, the device fed by {names}: the loop waits for the device "
+            f"{wait_share:.0%} of its time, and the device step follows the feeding thread, "
+            f"whose time the removal cuts by {feeder_saving.value:.1f} ms per step (its own "
+            "time in the removed functions and its GIL waits while they held the GIL): "
+            "predicted step max(host after, device step - that)"
+        )
+    elif device_paced:
+        device = period
         note = (
             f"device-bound: the loop waits for the device {wait_share:.0%} of its time; host "
             "savings will not shorten the step until the host work is longer than the device "
-            f"step ({period:.1f} ms)"
+            f"step ({period:.1f} ms)" + _unnamed_feeders(profile, others, period)
         )
     else:
         device = steps.device_step_ms.mean if steps.device_step_ms else None
@@ -192,7 +204,17 @@ def predict(
     step_after = Estimate(
         period - saving.value, period - saving.high, period - saving.low, saving.stderr, saving.dof
     )
-    if device_paced:
+    if device_paced and feeder_saving is not None:
+        # the device chain shrinks by the feeder's saving; the host work must still fit
+        chain = Estimate(
+            period - feeder_saving.value,
+            period - feeder_saving.high,
+            period - feeder_saving.low,
+            feeder_saving.stderr,
+            feeder_saving.dof,
+        )
+        step_after = _floor(chain, min(period, host_after.value))
+    elif device_paced:
         step_after = _floor(step_after, period)
     step_saving = Estimate(
         period - step_after.value,
@@ -213,6 +235,70 @@ def predict(
         step_saving,
         tuple((str(s), split.fraction) for s, split in splits.items()),
         note,
+        feeder_saving,
+    )
+
+
+Saved = tuple[list[float], list[float]]  # per window: seconds saved, seconds of the thread
+
+
+def _thread_saving(profile: Profile, tid: int, removed_part: Callable[[int], float]) -> Saved:
+    """What removing the functions takes off thread `tid` per window: its busy time in them
+    and its GIL waits while a thread held the GIL in them (each stretch once, at most whole)."""
+    saved: dict[int, float] = {}
+
+    def visit(w: int, dt: float, stack: int, holders: list[int]) -> None:
+        part = removed_part(stack)
+        if holders and profile.stacks[stack].state is ThreadState.WAITING:
+            part += math.fsum(removed_part(h) for h in holders) / len(holders)
+        if part > 0:
+            saved[w] = saved.get(w, 0.0) + dt * min(1.0, part)
+
+    wall = walk_loop(profile, tid, visit)
+    return [saved.get(i, 0.0) for i in range(len(wall))], wall
+
+
+def _per_step(saved: Saved, period: float) -> Estimate | None:
+    usable = [i for i, seconds in enumerate(saved[1]) if seconds > 0]
+    if not usable:
+        return None
+    return scale(batch_share([saved[0][i] for i in usable], [saved[1][i] for i in usable]), period)
+
+
+def _feeder_saving(
+    others: dict[int, Saved], feeders: Sequence[int], period: float
+) -> Estimate | None:
+    """The feeding threads' saving per step: one chain of work, their savings add up."""
+    found = [e for tid in feeders if (e := _per_step(others[tid], period)) is not None]
+    if not found:
+        return None
+    return Estimate(
+        math.fsum(e.value for e in found),
+        math.fsum(e.low for e in found),
+        math.fsum(e.high for e in found),
+        math.sqrt(math.fsum(e.stderr**2 for e in found)),
+        min(e.dof for e in found),
+    )
+
+
+NOTABLE_MS = 0.5
+
+
+def _unnamed_feeders(profile: Profile, others: dict[int, Saved], period: float) -> str:
+    """A device-paced prediction of ~0 is wrong when a thread that launches the device work
+    waits for the removed functions: name the threads that do, in ms per step."""
+    found = []
+    for tid, saved in others.items():
+        e = _per_step(saved, period)
+        if e is not None and e.value >= NOTABLE_MS:
+            found.append((e.value, profile.threads.get(tid) or f"tid {tid}"))
+    if not found:
+        return ""
+    listed = ", ".join(f"{name} {ms:.1f} ms" for ms, name in sorted(found, reverse=True))
+    return (
+        f". Undetermined for a device fed by another Python thread: the removal also cuts "
+        f"these threads' time per step ({listed}); if one of them launches the device work, "
+        "the device step shrinks by up to its figure: name it with --feeder-thread REGEX"
     )
 
 
@@ -228,19 +314,25 @@ def _floor(estimate: Estimate, floor: float) -> Estimate:
 
 
 def predict_each(
-    profile: Profile, verdict: Verdict, steps: RankSteps, functions: Sequence[str]
+    profile: Profile,
+    verdict: Verdict,
+    steps: RankSteps,
+    functions: Sequence[str],
+    feeders: Sequence[int] = (),
 ) -> tuple[Prediction, ...]:
     """One prediction per function: the table "what removing each function's cost would save"."""
-    return tuple(predict(profile, verdict, steps, (RemovalSpec(f),)) for f in functions)
+    return tuple(predict(profile, verdict, steps, (RemovalSpec(f),), feeders) for f in functions)
 
 
 def savings_table(
-    profile: Profile, verdict: Verdict, steps: RankSteps, costs: LoopCosts, count: int = 8
+    profile: Profile,
+    verdict: Verdict,
+    steps: RankSteps,
+    costs: LoopCosts,
+    count: int = 8,
+    feeders: Sequence[int] = (),
 ) -> tuple[Prediction, ...]:
     """The costliest functions one by one, leaving out the loop's own frames (functions in
     which the loop spends nearly all its time: removing them is removing the loop)."""
-    names = [c.name for c in costs.functions if c.share.value < WHOLE_LOOP][:count]
-    return predict_each(profile, verdict, steps, names)
-
-
-WHOLE_LOOP = 0.9
+    names = [c.name for c in costs.functions if not costs.is_loop_frame(c)][:count]
+    return predict_each(profile, verdict, steps, names, feeders)

@@ -298,6 +298,13 @@ output_option = click.option(
 )
 
 
+wide_option = click.option(
+    "--wide",
+    is_flag=True,
+    help="Every column in a terminal table (the markdown and html formats always have all).",
+)
+
+
 def top_option(default: int, what: str = "Function rows to show.") -> Callable[[F], F]:
     return number_option("--top", type=click.IntRange(min=1), default=default, help=what)
 
@@ -367,3 +374,8 @@ def _no_such_option(name: str, known: dict[str, bool], ctx: click.Context) -> cl
     candidates = [option for option in known if option.startswith("--")] or list(known)
     close = difflib.get_close_matches(name, candidates, n=1)
     return click.NoSuchOption(name, possibilities=close, ctx=ctx)
+
+
+def rows_options(top: int, what: str = "Function rows to show.") -> Callable[[F], F]:
+    """Which function rows a table shows, and how wide: --top N, --wide, --all-frames."""
+    return options(top_option(top, what), wide_option, all_frames_option)

@@ -9,10 +9,9 @@ from gilprof.analysis.per_step import compare_costs, parse_renames, side_costs
 from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.waits import compare_waits
 from gilprof.cli._options import (
-    all_frames_option,
     format_option,
     output_option,
-    top_option,
+    rows_options,
     watch_options,
 )
 from gilprof.cli._output import check_output, emit
@@ -48,8 +47,7 @@ from gilprof.renderers import info
 )
 @click.option("--by-thread", is_flag=True, help="Compare functions per thread.")
 @watch_options
-@top_option(30)
-@all_frames_option
+@rows_options(30)
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
 @format_option("compare", "table")
 @recipe_option
@@ -66,6 +64,7 @@ def command(
     watch: tuple[str, ...],
     no_default_watch: bool,
     top: int,
+    wide: bool,
     all_frames: bool,
     confidence: float,
     fmt: str,
@@ -134,4 +133,5 @@ def command(
         steps=(sb, sa),
         verdicts=verdicts,
         waits=waits,
+        wide=wide,
     )

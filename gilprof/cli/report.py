@@ -9,14 +9,13 @@ from gilprof.analysis.contention import analyze, has_spans
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.ranks import compare_ranks
 from gilprof.cli._options import (
-    all_frames_option,
     format_option,
     output_option,
-    top_option,
+    rows_options,
     watch_options,
 )
 from gilprof.cli._output import check_output, emit
-from gilprof.cli._per_step import PerStep
+from gilprof.cli._per_step import PerStep, feeder_option
 from gilprof.cli._recipe import recipe_option, watch_list
 from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import UsageError
@@ -29,8 +28,7 @@ from gilprof.renderers.report import ReportData
 @click.command("report")
 @click.argument("profiles", nargs=-1, required=True, type=click.Path())
 @format_option("report", "table")
-@top_option(20, "Function rows to show, by self share (json lists every function).")
-@all_frames_option
+@rows_options(20, "Function rows to show, by self share (json lists every function).")
 @click.option(
     "--steps", "steps_log", type=click.Path(), help="Iteration log: adds the host/device verdict."
 )
@@ -43,6 +41,7 @@ from gilprof.renderers.report import ReportData
     help="With --steps: the predicted host step if these functions' cost left the loop "
     "(FUNC:LINE for one call site in FUNC; repeatable; docs/per-step.md).",
 )
+@feeder_option
 @click.option("--by-thread", is_flag=True, help="Attribute functions per thread.")
 @click.option("--thread", "thread_pattern", help="Only threads whose name matches this regex.")
 @click.option("--lines", is_flag=True, help="Break functions down by line.")
@@ -59,10 +58,12 @@ def command(
     profiles: tuple[str, ...],
     fmt: str,
     top: int,
+    wide: bool,
     all_frames: bool,
     steps_log: str | None,
     verdict: VerdictChoice,
     what_if: tuple[str, ...],
+    feeder_thread: str | None,
     by_thread: bool,
     thread_pattern: str | None,
     lines: bool,
@@ -124,7 +125,9 @@ def command(
     contention = contention or has_spans(loaded)
     if what_if and not steps_log:
         raise UsageError("--what-if needs --steps LOG: savings are in ms per step")
-    per_step = PerStep.of(loaded, steps_log, verdict, recipe, watched, what_if, all_frames)
+    per_step = PerStep.of(
+        loaded, steps_log, verdict, recipe, watched, what_if, all_frames, feeder_thread
+    )
     attribution = attribute(
         loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern, watch=watched
     )
@@ -142,4 +145,4 @@ def command(
         savings=per_step.savings,
         what_if=per_step.what_if,
     )
-    emit("report", fmt, output, data)
+    emit("report", fmt, output, data, wide=wide)

@@ -196,6 +196,33 @@ def _load_heap(
     return heap, assigned
 
 
+def _rank_heap(
+    count: int,
+    all_ranks_num_active_requests: Sequence[int],
+    all_ranks_num_active_tokens: Sequence[int],
+    expected_num_active_requests: int,
+) -> tuple[list[_RankLoad], RanksToRequests]:
+    """The open ranks' loads as a heap, and each one's list of assigned requests."""
+    open_ranks = _open_ranks(
+        count,
+        all_ranks_num_active_requests,
+        all_ranks_num_active_tokens,
+        expected_num_active_requests,
+    )
+    return _load_heap(open_ranks, all_ranks_num_active_requests, all_ranks_num_active_tokens)
+
+
+def _place(
+    heap: list[_RankLoad], item: Any, tokens: int, expected_num_active_requests: int
+) -> None:
+    """Give `item` (`tokens` tokens) to the least loaded rank; a full rank leaves the heap."""
+    load = heapq.heappop(heap)
+    load = load._replace(num_tokens=load.num_tokens + tokens, num_requests=load.num_requests + 1)
+    load.assigned.append(item)
+    if load.num_requests < expected_num_active_requests:
+        heapq.heappush(heap, load)
+
+
 def balance_requests_across_ranks_before(
     new_requests: Sequence[Any],
     all_ranks_new_requests: RanksToRequests,
@@ -206,24 +233,15 @@ def balance_requests_across_ranks_before(
     """The seed's router: reads `input_token_ids` twice per request (sort key, then loop)."""
     if not new_requests:
         return all_ranks_new_requests
-    open_ranks = _open_ranks(
+    heap, assigned = _rank_heap(
         len(new_requests),
         all_ranks_num_active_requests,
         all_ranks_num_active_tokens,
         expected_num_active_requests,
     )
-    heap, assigned = _load_heap(
-        open_ranks, all_ranks_num_active_requests, all_ranks_num_active_tokens
-    )
     for item in sorted(new_requests, key=token_count_by_getter, reverse=True):
-        load = heapq.heappop(heap)
-        load = load._replace(
-            num_tokens=load.num_tokens + token_count_by_getter(item),
-            num_requests=load.num_requests + 1,
-        )
-        load.assigned.append(item)
-        if load.num_requests < expected_num_active_requests:
-            heapq.heappush(heap, load)
+        tokens = token_count_by_getter(item)  # the second read (reference.fixes names it)
+        _place(heap, item, tokens, expected_num_active_requests)
     return _merge(all_ranks_new_requests, assigned)
 
 
@@ -237,27 +255,17 @@ def balance_requests_across_ranks(
     """The fixed router: reads `input_token_ids` exactly once per request."""
     if not new_requests:
         return all_ranks_new_requests
-    open_ranks = _open_ranks(
+    heap, assigned = _rank_heap(
         len(new_requests),
         all_ranks_num_active_requests,
         all_ranks_num_active_tokens,
         expected_num_active_requests,
     )
-    heap, assigned = _load_heap(
-        open_ranks, all_ranks_num_active_requests, all_ranks_num_active_tokens
-    )
     counted = [(item, token_count_by_getter(item)) for item in new_requests]
     # reverse=True keeps equal counts in input order, exactly like the seed's sorted().
     counted.sort(key=itemgetter(1), reverse=True)
     for item, token_count in counted:
-        load = heapq.heappop(heap)
-        load = load._replace(
-            num_tokens=load.num_tokens + token_count,
-            num_requests=load.num_requests + 1,
-        )
-        load.assigned.append(item)
-        if load.num_requests < expected_num_active_requests:
-            heapq.heappush(heap, load)
+        _place(heap, item, token_count, expected_num_active_requests)
     return _merge(all_ranks_new_requests, assigned)
 
 

@@ -41,5 +41,5 @@ def removed_by_fix() -> tuple[str, ...]:
     return (
         f"safe_broadcast_before:{_line_of(safe_broadcast_before, 'return pickle.loads(serialized)')}",
         "balance_requests_across_ranks_before:"
-        f"{_line_of(balance_requests_across_ranks_before, 'load.num_tokens + token_count_by_getter')}",
+        f"{_line_of(balance_requests_across_ranks_before, 'tokens = token_count_by_getter(item)')}",
     )

@@ -8,6 +8,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
+
+
+def readable(table: Table) -> Table:
+    """Figures (right-aligned columns) never wrap; text columns wrap whole words and fold a
+    long name over lines instead of cutting it to an ellipsis: two rows never look alike."""
+    for column in table.columns:
+        if column.justify == "right":
+            column.no_wrap = True
+        elif column.overflow == "ellipsis":
+            column.overflow = "fold"
+    return table
 
 
 def to_text(renderables: Iterable[Any], *, color: bool = False, width: int | None = None) -> str:
@@ -21,7 +33,7 @@ def to_text(renderables: Iterable[Any], *, color: bool = False, width: int | Non
         soft_wrap=False,
     )
     for item in renderables:
-        console.print(item)
+        console.print(readable(item) if isinstance(item, Table) else item)
     return buffer.getvalue()
 
 

@@ -22,7 +22,7 @@ from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.waits import WaitComparison
 from gilprof.renderers import register
 from gilprof.renderers._rich import to_text
-from gilprof.renderers.compare_costs import cost_table, md_cost_rows, unit_label
+from gilprof.renderers.compare_costs import COST_LEGEND, cost_table, md_cost_rows, unit_label
 from gilprof.renderers.compare_waits import waits_dict, waits_markdown, waits_tables
 from gilprof.stats import Difference
 
@@ -191,6 +191,7 @@ def render_table(
     width: int | None = None,
     verdicts: Verdicts = (None, None),
     waits: WaitComparison | None = None,
+    wide: bool = False,
     **_: Any,
 ) -> str:
     out: list[Any] = [
@@ -231,8 +232,14 @@ def render_table(
         unit = c.costs.unit
         out.append(Text(headline))
         out.append(
-            cost_table(f"Functions (cost to the loop, ms per {unit})", list(c.functions), unit)
+            cost_table(
+                f"Functions (cost to the loop, ms per {unit})",
+                list(c.functions),
+                unit,
+                wide=wide,
+            )
         )
+        out.append(Text(COST_LEGEND))
     else:
         out.append(_share_table("Functions (total share)", list(c.functions), "function"))
     if c.renames:

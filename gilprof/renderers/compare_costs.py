@@ -8,7 +8,7 @@ import os
 from rich.table import Table
 from rich.text import Text
 
-from gilprof.analysis.compare import IMPROVED, REGRESSED, Comparison, ShareChange
+from gilprof.analysis.compare import IMPROVED, REGRESSED, UNCHANGED, Comparison, ShareChange
 from gilprof.stats import Difference
 
 _STYLE = {IMPROVED: "green", REGRESSED: "red"}
@@ -23,27 +23,60 @@ def cost_cells(d: Difference) -> list[str]:
     return [f"{d.before:.2f}", f"{d.after:.2f}", f"{d.delta:+.2f}", ci]
 
 
-def cost_table(title: str, rows: list[ShareChange], unit: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    table.add_column("function")
-    for name in (f"ms/{unit} before", "after", "change", "95% CI (ms)", "verdict"):
-        table.add_column(name, justify="left" if name == "verdict" else "right")
-    for name in ("share before", "after", "change (pp)"):
-        table.add_column(name, justify="right")
+_SHORT = {UNCHANGED: "n.s."}  # the narrow table's verdicts (a legend line says what n.s. is)
+
+
+def function_cell(row: ShareChange, was: str | None = None) -> Text:
+    """The whole name, never cut (it wraps), its file, the name it replaced (--rename) and
+    why the row is folded."""
+    cell = Text(row.name)
+    if row.file:
+        cell.append(f" ({row.file})", style="dim")
+    if was:
+        cell.append(f"\n  (was {was})", style="dim italic")
+    if row.folded:
+        cell.append(f"\n  ({row.folded})", style="dim italic")
+    return cell
+
+
+def cost_table(
+    title: str,
+    rows: list[ShareChange],
+    unit: str,
+    *,
+    wide: bool = False,
+) -> Table:
+    """The function column takes what the figures leave and wraps (fold) instead of cutting;
+    the figures never wrap. Narrow (the default): the cost columns only; wide: the share of
+    wall time beside."""
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("function", overflow="fold", ratio=1, min_width=16)
+    for name in (f"ms/{unit}\nbefore", "\nafter", "\nchange", "\n95% CI (ms)", "\nverdict"):
+        table.add_column(
+            name, justify="left" if "verdict" in name else "right", no_wrap=True, ratio=None
+        )
+    if wide:
+        for name in ("share\nbefore", "\nafter", "\nchange (pp)"):
+            table.add_column(name, justify="right", no_wrap=True)
     for row in rows:
-        label = row.name + (f" ({row.file})" if row.file else "")
         cost = row.cost
         cells = cost_cells(cost) if cost else ["0", "0", "", ""]
-        share = _share_cells(row.total)
+        verdict = row.verdict if wide else _SHORT.get(row.verdict, row.verdict)
+        extra = _share_cells(row.total) if wide else []
         table.add_row(
-            label,
+            function_cell(row, row.was),
             *cells,
-            Text(row.verdict, style=_STYLE.get(row.verdict, "")),
-            share[0],
-            share[1],
-            share[2],
+            Text(verdict, style=_STYLE.get(row.verdict, "")),
+            *extra,
         )
     return table
+
+
+COST_LEGEND = (
+    "n.s.: no significant change (the 95% interval holds 0). Rows whose own cost changed "
+    "lead; loop frames and the callers whose change is a callee's follow, marked. "
+    "--wide adds the share of wall time."
+)
 
 
 def md_cost_rows(rows: list[ShareChange], unit: str) -> list[str]:
@@ -53,6 +86,7 @@ def md_cost_rows(rows: list[ShareChange], unit: str) -> list[str]:
     ]
     for r in rows:
         label = f"`{r.name}`" + (f" ({os.path.basename(r.file)})" if r.file else "")
+        label += f" *({r.folded})*" if r.folded else ""
         mark = {IMPROVED: "✅ ", REGRESSED: "❌ "}.get(r.verdict, "")
         cells = cost_cells(r.cost) if r.cost else ["0", "0", "", ""]
         share = _share_cells(r.total)

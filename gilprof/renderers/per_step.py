@@ -43,7 +43,11 @@ def prediction_line(p: Prediction) -> str:
         f"{_ci(p.saving_ms)}); predicted host step {p.period_ms:.1f} -> {step.value:.1f} ms "
         f"{_ci(step)}"
         + (
-            f"; overlap scheduler: max(host after, device {p.device_ms:.1f} ms) = "
+            f"; device chain {p.device_ms:.1f} - {p.feeder_saving_ms.value:.1f} ms (the "
+            f"feeding thread's time cut), host after {p.host_after_ms.value:.1f} ms: the "
+            f"larger paces the step"
+            if p.device_paced and p.device_ms is not None and p.feeder_saving_ms is not None
+            else f"; overlap scheduler: max(host after, device {p.device_ms:.1f} ms) = "
             f"{max(p.host_after_ms.value, p.device_ms):.1f} ms"
             if p.device_paced and p.device_ms is not None
             else ""
@@ -54,9 +58,10 @@ def prediction_line(p: Prediction) -> str:
 def cost_rows(costs: LoopCosts, top: int | None) -> list[list[str]]:
     rows = []
     for c in costs.functions[:top]:
+        loop = ", loop frame" if costs.is_loop_frame(c) else ""
         rows.append(
             [
-                c.name + (f" ({c.file})" if c.file else ""),
+                c.name + (f" ({c.file}{loop})" if c.file else loop),
                 f"{c.per_step_ms.value:.2f}",
                 _ci(c.per_step_ms, 2),
                 f"{c.per_request_ms.value * 1e3:.1f}" if c.per_request_ms else "",
@@ -64,11 +69,19 @@ def cost_rows(costs: LoopCosts, top: int | None) -> list[list[str]]:
                 f"{100 * c.own_share:.1f}%",
                 f"{100 * c.blamed_share:.1f}%",
             ]
+            + ([f"{c.feeder_wait_ms.value:.2f}"] if c.feeder_wait_ms is not None else [])
         )
     return rows
 
 
+def cost_head(costs: LoopCosts) -> list[str]:
+    """The columns, with the feeding threads' waits when they were named (--feeder-thread)."""
+    fed = any(c.feeder_wait_ms is not None for c in costs.functions)
+    return COST_HEAD + (["feeder wait ms/step"] if fed else [])
+
+
 COST_HEAD = ["function", "ms/step", "95% CI", "µs/request", "of loop", "own", "blamed wait"]
+NARROW = (0, 1, 2, 5, 6)  # the columns a terminal gets without --wide
 SAVING_HEAD = ["remove", "saves ms/step", "95% CI", "host step after", "95% CI"]
 
 
@@ -86,14 +99,20 @@ def saving_rows(savings: tuple[Prediction, ...]) -> list[list[str]]:
 
 
 def tables(
-    costs: LoopCosts, savings: tuple[Prediction, ...], what_if: Prediction | None, top: int | None
+    costs: LoopCosts,
+    savings: tuple[Prediction, ...],
+    what_if: Prediction | None,
+    top: int | None,
+    wide: bool = False,
 ) -> list[Any]:
     out: list[Any] = [Text(cost_headline(costs), style="bold")]
     table = Table(title="Cost to the loop per step", title_justify="left")
-    for i, name in enumerate(COST_HEAD):
-        table.add_column(name, justify="left" if i == 0 else "right")
+    head = cost_head(costs)
+    shown = list(range(len(head))) if wide else [*NARROW, *range(len(COST_HEAD), len(head))]
+    for i in shown:
+        table.add_column(head[i], justify="left" if i == 0 else "right")
     for row in cost_rows(costs, top):
-        table.add_row(*row)
+        table.add_row(*(row[i] for i in shown))
     out.append(table)
     if savings:
         saving = Table(
@@ -113,8 +132,9 @@ def tables(
 def markdown(
     costs: LoopCosts, savings: tuple[Prediction, ...], what_if: Prediction | None, top: int | None
 ) -> list[str]:
-    lines = [f"**{cost_headline(costs)}**", "", "| " + " | ".join(COST_HEAD) + " |"]
-    lines.append("|---|" + "---:|" * (len(COST_HEAD) - 1))
+    head = cost_head(costs)
+    lines = [f"**{cost_headline(costs)}**", "", "| " + " | ".join(head) + " |"]
+    lines.append("|---|" + "---:|" * (len(head) - 1))
     lines += ["| `" + r[0] + "` | " + " | ".join(r[1:]) + " |" for r in cost_rows(costs, top)]
     if savings:
         lines += [
@@ -152,6 +172,7 @@ def prediction_dict(p: Prediction) -> dict[str, Any]:
         "device_ms": p.device_ms,
         "device_paced": p.device_paced,
         "line_fractions": dict(p.line_fractions),
+        "feeder_saving_ms": _estimate(p.feeder_saving_ms) if p.feeder_saving_ms else None,
         "note": p.note,
     }
 
@@ -174,6 +195,7 @@ def costs_dict(
                 "loop_share": c.share.value,
                 "own_share": c.own_share,
                 "blamed_share": c.blamed_share,
+                "feeder_wait_ms": _estimate(c.feeder_wait_ms) if c.feeder_wait_ms else None,
             }
             for c in costs.functions
         ],
@@ -194,7 +216,9 @@ def html_section(
     parts = [
         '<section id="per-step-section"><h2>Cost per step</h2>',
         f'<p class="help">{esc(cost_headline(costs))}</p>',
-        table(COST_HEAD, [[esc(c) for c in row] for row in cost_rows(costs, top)], "per-step"),
+        table(
+            cost_head(costs), [[esc(c) for c in row] for row in cost_rows(costs, top)], "per-step"
+        ),
     ]
     if savings:
         parts += [

@@ -271,7 +271,12 @@ def _header_lines(p: Profile, a: Attribution) -> list[str]:
 
 @register("report", "table", extension=".txt", description="for a terminal")
 def render_table(
-    data: ReportData, *, color: bool = False, width: int | None = None, **_: Any
+    data: ReportData,
+    *,
+    color: bool = False,
+    width: int | None = None,
+    wide: bool = False,
+    **_: Any,
 ) -> str:
     p, a = data.profile, data.attribution
     gil_mode = a.mode.knows_gil
@@ -280,7 +285,7 @@ def render_table(
         for i, line in enumerate(verdict_lines(data.verdict))
     ]
     if data.costs is not None:  # ms per step leads: the unit a decision is made in
-        out += per_step.tables(data.costs, data.savings, data.what_if, data.top)
+        out += per_step.tables(data.costs, data.savings, data.what_if, data.top, wide)
     out += [Text(line) for line in _header_lines(p, a)]
     if gil_mode:
         out.append(

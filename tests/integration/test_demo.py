@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -163,3 +164,21 @@ def test_demo_after_spends_less_gil_time_in_safe_broadcast(demo_run):
     before = _watch(out / "before.json")["safe_broadcast"]["total_share"]
     after = _watch(out / "after.json")["safe_broadcast"]["total_share"]
     assert after < before, (before, after)
+
+
+@pytest.mark.parametrize("side", ["before", "after"])
+def test_demo_no_function_costs_more_than_the_step(demo_run, side):
+    """One accounting: a tick is the loop's own time or a wait blamed on another thread's
+    function, never both, so no function's cost per step exceeds the step itself."""
+    out, _, _ = demo_run
+    cmd = gilprof_cmd(
+        "report", str(out / f"{side}.json"), "--steps", str(out / f"{side}.log"), "--format", "json"
+    )
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    per_step = json.loads(done.stdout)["per_step"]
+    step = per_step["host_step_mean_ms"]
+    assert per_step["blame"] and per_step["functions"]
+    for row in per_step["functions"]:
+        assert row["own_share"] + row["blamed_share"] <= 1.0 + 1e-9, row
+        assert row["ms_per_step"]["value"] <= step * (1 + 1e-9), (row, step)

@@ -32,14 +32,16 @@ def _lines(path: Path) -> int:
     return path.read_text(errors="replace").count("iter = ") if path.exists() else 0
 
 
-def _run(spawn, tmp_path: Path, args: list[str]) -> tuple[Path, Path, Path, int]:
+def _run(
+    spawn, tmp_path: Path, args: list[str], workload: str = "what_if_loop.py"
+) -> tuple[Path, Path, Path, int]:
     """Sample the loop with removable_work on, let it run UNSAMPLED steps more, then switch
     it off: (on log, off log, profile, the on log's lines written while sampled)."""
     log, log_off = tmp_path / "on.log", tmp_path / "off.log"
     err, out, switch = tmp_path / "loop.err", tmp_path / "on.json", tmp_path / "switch"
     cmd = [
         "python",
-        str(WORKLOADS / "what_if_loop.py"),
+        str(WORKLOADS / workload),
         "--duration",
         "60",
         "--log",

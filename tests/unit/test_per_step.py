@@ -204,3 +204,180 @@ def test_a_function_the_loop_never_meets_is_a_usage_error(host_steps):
     profile = states_profile([_window(0.3, 0.2) for _ in range(4)])
     with pytest.raises(UsageError, match="nosuch"):
         predict(profile, _judge(profile, host_steps), host_steps, parse_specs(["f,nosuch"]))
+
+
+def _shared_window(own_s: float, wait_s: float) -> list[tuple[Sample, float]]:
+    """The loop holds the GIL in `shared` for own_s, then waits for it in `shared` while
+    ingress holds it, also in `shared` (a helper both threads call), for wait_s."""
+    return [
+        (_stack(LOOP, HELD, "loop", "shared"), own_s),
+        (_stack(LOOP, WAITING, "loop", "shared"), wait_s),
+        (_stack(LOOP, IDLE, "loop", "Event.wait"), 1.0 - own_s - wait_s),
+        (_stack(INGRESS, IDLE, "ingress", "poll"), own_s),
+        (_stack(INGRESS, HELD, "ingress", "shared"), wait_s),
+        (_stack(INGRESS, IDLE, "ingress", "poll"), 1.0 - own_s - wait_s),
+    ]
+
+
+def test_one_accounting_a_tick_is_own_time_or_blamed_time_never_both(host_steps):
+    """The issue's case: the loop and ingress both call `shared`; the loop's wait for the
+    GIL in `shared` while ingress holds it in `shared` is the loop's own time, not blamed
+    again (it read 1.024 of the step: own 0.98 + blamed 0.044)."""
+    profile = states_profile([_shared_window(0.9, 0.1) for _ in range(10)])
+    costs = loop_costs(profile, LOOP, host_steps, all_frames=True)
+    shared, loop = costs.find("shared"), costs.find("loop")
+    assert shared is not None and loop is not None
+    assert shared.own_share == pytest.approx(1.0)
+    assert shared.blamed_share == 0.0
+    assert shared.share.value == pytest.approx(1.0)
+    step = host_steps.host_step_ms.mean
+    for cost in costs.functions:
+        assert cost.own_share + cost.blamed_share <= 1.0 + 1e-9, cost
+        assert cost.per_step_ms.value <= step * (1 + 1e-9), cost
+    # a function only the holder runs is still blamed
+    profile = states_profile([_window(0.3, 0.2) for _ in range(10)])
+    parse = loop_costs(profile, LOOP, host_steps).find("parse")
+    assert parse is not None and parse.blamed_share == pytest.approx(0.2)
+
+
+def _nested_window(inner_s: float) -> list[tuple[Sample, float]]:
+    """The loop's frames: loop > step > wrapper > inner (inner_s), loop > step > rest, and
+    loop > other for the rest of the window (a host-bound loop: always busy)."""
+    return [
+        (_stack(LOOP, HELD, "loop", "step", "wrapper", "inner"), inner_s),
+        (_stack(LOOP, HELD, "loop", "step", "rest"), 0.3),
+        (_stack(LOOP, HELD, "loop", "other"), 0.7 - inner_s),
+    ]
+
+
+def test_compare_leads_with_the_changed_function_and_folds_its_outer_frames(tmp_path):
+    """`inner` got cheaper; `wrapper` and `step` changed only through it, and `loop` is the
+    loop's own frame: inner leads, the others follow, marked, before the unchanged `rest`."""
+    steps = rank_steps(str(steps_log(tmp_path / "s.log", 40.0, 10.0, n=60)), 0, 0)
+    rng = random.Random(5)
+    before = states_profile([_nested_window(0.4 + rng.uniform(-0.01, 0.01)) for _ in range(10)])
+    after = states_profile([_nested_window(0.1 + rng.uniform(-0.01, 0.01)) for _ in range(10)])
+    costs = compare_costs(
+        loop_costs(before, LOOP, steps, all_frames=True),
+        loop_costs(after, LOOP, steps, all_frames=True),
+    )
+    rows = compare_profiles(before, after, costs=costs).functions
+    names = [r.name for r in rows]
+    assert names[0] == "inner" and rows[0].folded is None and rows[0].verdict == IMPROVED
+    folded = {r.name: r.folded for r in rows}
+    assert folded["wrapper"] == "outer frame of inner"
+    assert folded["step"] == "outer frame of wrapper"
+    assert folded["loop"] == "loop frame"
+    assert folded["rest"] is None
+    assert names.index("rest") > max(names.index(n) for n in ("wrapper", "step", "loop"))
+
+
+def test_the_compare_table_names_every_row_whole_at_100_columns(tmp_path):
+    """Long names that share their start (the demo's PyExecutor._run, ._executor_loop,
+    ._fetch_new_requests) wrap instead of being cut to the same "PyExecutor._…"."""
+    from gilprof.renderers.compare import render_table
+
+    steps = rank_steps(str(steps_log(tmp_path / "s.log", 40.0, 10.0, n=60)), 0, 0)
+    long = ["PyExecutor._run", "PyExecutor._executor_loop", "PyExecutor._fetch_new_requests"]
+
+    def side(inner_s: float) -> Profile:
+        return states_profile(
+            [
+                [
+                    (_stack(LOOP, HELD, *long, "DefaultADPRouter._balance_requests"), inner_s),
+                    (_stack(LOOP, HELD, *long[:2], "PyExecutor._handle_responses"), 1 - inner_s),
+                ]
+                for _ in range(10)
+            ]
+        )
+
+    before, after = side(0.6), side(0.3)
+    costs = compare_costs(loop_costs(before, LOOP, steps), loop_costs(after, LOOP, steps))
+    text = render_table(compare_profiles(before, after, costs=costs), width=100)
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+    flat = "".join(line.strip("│ ") for line in text.splitlines())
+    for name in [*long, "DefaultADPRouter._balance_requests"]:
+        assert name in flat.replace("│", "").replace(" ", ""), name
+
+
+def _fed_window() -> list[tuple[Sample, float]]:
+    """A device-paced loop (f 0.2 s, rest 0.1 s, then a device wait) whose device work the
+    ingress-named thread launches: it waits for the GIL while the loop holds it in f."""
+    return [
+        (_stack(LOOP, HELD, "loop", "f"), 0.2),
+        (_stack(LOOP, HELD, "loop", "rest"), 0.1),
+        (_stack(LOOP, IDLE, "loop", "Event.wait"), 0.7),
+        (_stack(INGRESS, WAITING, "launch"), 0.2),
+        (_stack(INGRESS, HELD, "launch"), 0.05),
+        (_stack(INGRESS, IDLE, "launch", "sleep"), 0.75),
+    ]
+
+
+def test_what_if_follows_the_critical_path_through_a_feeding_thread(tmp_path):
+    steps = rank_steps(str(steps_log(tmp_path / "d.log", 40.0, 38.0, n=60)), 0, 0)
+    rng = random.Random(11)
+    windows = []
+    for _ in range(10):
+        window = _fed_window()
+        jitter = rng.uniform(-0.01, 0.01)
+        window[0] = (window[0][0], 0.2 + jitter)
+        window[2] = (window[2][0], 0.7 - jitter)
+        window[3] = (window[3][0], 0.2 + jitter)
+        window[5] = (window[5][0], 0.75 - jitter)
+        windows.append(window)
+    profile = states_profile(windows)
+    judged = _judge(profile, steps)
+    assert judged.bound == "device"
+    period = steps.host_step_ms.mean
+    fed = predict(profile, judged, steps, parse_specs(["f"]), feeders=[INGRESS])
+    assert fed.device_paced and fed.feeder_saving_ms is not None
+    assert fed.feeder_saving_ms.value == pytest.approx(0.2 * period, rel=0.05)
+    assert fed.step_saving_ms.value == pytest.approx(0.2 * period, rel=0.05)
+    assert "ingress" in fed.note
+    # unnamed: ~0, and the note says undetermined and names the waiting thread
+    alone = predict(profile, judged, steps, parse_specs(["f"]))
+    assert alone.step_saving_ms.value == pytest.approx(0.0, abs=1e-9)
+    assert "Undetermined" in alone.note and "ingress" in alone.note
+    # removing a function nobody waits on leaves the chain as it is
+    rest = predict(profile, judged, steps, parse_specs(["rest"]), feeders=[INGRESS])
+    assert rest.step_saving_ms.value == pytest.approx(0.0, abs=1e-9)
+    # the costs: f's wait on the device path is the feeder's wait, beside its own time
+    costs = loop_costs(profile, LOOP, steps, feeders=[INGRESS])
+    f, rest_cost = costs.find("f"), costs.find("rest")
+    assert f is not None and f.feeder_wait_ms is not None
+    assert f.feeder_wait_ms.value == pytest.approx(0.2 * period, rel=0.05)
+    assert rest_cost is not None and rest_cost.feeder_wait_ms is not None
+    assert rest_cost.feeder_wait_ms.value == 0.0
+    plain = loop_costs(profile, LOOP, steps).find("f")
+    assert plain is not None and plain.feeder_wait_ms is None
+
+
+def test_the_function_the_change_rewrote_leads_and_is_not_folded(tmp_path):
+    """With --rename wrapper_before=wrapper the change under review rewrote `wrapper`: its
+    change (all in `inner`, which it calls) leads instead of being folded under inner."""
+    steps = rank_steps(str(steps_log(tmp_path / "s.log", 40.0, 10.0, n=60)), 0, 0)
+    rng = random.Random(5)
+
+    def side(inner_s: float, wrapper: str) -> Profile:
+        return states_profile(
+            [
+                [
+                    (_stack(LOOP, HELD, "loop", "step", wrapper, "inner"), inner_s + jitter),
+                    (_stack(LOOP, HELD, "loop", "step", "rest"), 0.3),
+                    (_stack(LOOP, HELD, "loop", "other"), 0.7 - inner_s - jitter),
+                ]
+                for jitter in (rng.uniform(-0.01, 0.01) for _ in range(10))
+            ]
+        )
+
+    before, after = side(0.4, "wrapper_before"), side(0.1, "wrapper")
+    renames = {"wrapper_before": "wrapper"}
+    costs = compare_costs(
+        loop_costs(before, LOOP, steps, all_frames=True, renames=renames),
+        loop_costs(after, LOOP, steps, all_frames=True, renames=renames),
+    )
+    rows = compare_profiles(before, after, costs=costs, renames=renames).functions
+    assert rows[0].name == "wrapper" and rows[0].folded is None
+    assert rows[1].name == "inner"
+    assert {r.name: r.folded for r in rows}["step"] is not None
