@@ -22,10 +22,6 @@ GIL_LOCKED = 16
 GIL_COND = 32  # cond +32 and mutex +80: where a thread waits to take the GIL
 GIL_SWITCH = 120  # switch_cond +120 and switch_mutex +168: a dropper waits for the hand-off
 GIL_SIZE = 208
-# glibc (2.25+) pthread_cond_t: __wrefs at +36 counts, in steps of 8, the threads inside
-# pthread_cond_wait on it, a woken waiter included until the call returns; its futex words
-# (__g_signals) are at +40 and +44
-COND_WREFS = 36
 OB_TYPE = 8
 # glibc x86_64: struct pthread's `tid` (3.10 keeps only the pthread_t of each thread)
 PTHREAD_TID = 0x2D0

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from gilprof.model import Frame
 from gilprof.sampling.threadstate.elf import ElfError, read_symbols
 from gilprof.sampling.threadstate.layout import (
-    COND_WREFS,
     DEBUG_OFFSETS_SIZE,
     GIL_COND,
     GIL_LAST_HOLDER,
@@ -31,6 +30,14 @@ from gilprof.sampling.threadstate.layout import (
     debug_offsets_layout,
     debug_offsets_version,
     table_layout,
+)
+from gilprof.sampling.threadstate.libc import cond_wrefs, is_musl
+from gilprof.sampling.threadstate.namespaces import (
+    MappedFile,
+    ThreadIds,
+    executable_identity,
+    parse_maps,
+    readable_path,
 )
 from gilprof.sampling.threadstate.syscalls import (
     GIL_SWITCH_WAIT,
@@ -105,36 +112,31 @@ class Located:
     runtime: int  # its address in the target
     code_type: int  # PyCode_Type's address
     version_hex: int | None  # Py_Version (3.11+), read from the target
+    # where its libc's pthread_cond_t counts its waiters (libc.py); a woken waiter is
+    # counted until pthread_cond_wait returns
+    cond_wrefs: int = 36
 
 
-def _mapped_files(pid: int) -> dict[str, int]:
-    """Each ELF file mapped from offset 0 -> its load base, in map order."""
-    files: dict[str, int] = {}
+def _mapped_files(pid: int) -> dict[str, MappedFile]:
+    """Each ELF file mapped from offset 0, in map order."""
     try:
         with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                fields = line.split(maxsplit=5)
-                if len(fields) < 6 or int(fields[2], 16) != 0:
-                    continue
-                path = fields[5].strip()
-                if path.startswith("/") and path not in files:
-                    files[path] = int(fields[0].split("-")[0], 16)
+            return parse_maps(handle.read())
     except FileNotFoundError:
         raise StatesUnavailable(f"PID {pid}: no such process") from None
     except PermissionError:
         raise StatesUnavailable(f"PID {pid}: no permission to read its memory map") from None
-    return files
 
 
 def locate(pid: int, memory: TargetMemory) -> Located:
     """Find `_PyRuntime`: in the executable, else in a mapped file named like libpython
     (the search order only; what decides is the symbol, read from the file's own table)."""
     files = _mapped_files(pid)
-    try:
-        exe = os.path.realpath(f"/proc/{pid}/exe")
-    except OSError:
-        exe = ""
-    if any("ld-musl" in os.path.basename(p) for p in files):
+    # the executable by what it is (device and inode), not by its name: in a container the
+    # name is a path in another mount namespace
+    exe_id = executable_identity(pid)
+    exe = next((f.path for f in files.values() if (f.device, f.inode) == exe_id), "")
+    if is_musl(files):
         raise StatesUnavailable(
             "musl libc: its condition variables give each waiter its own futex, so a GIL "
             "waiter cannot be told from another waiter"
@@ -143,10 +145,10 @@ def locate(pid: int, memory: TargetMemory) -> Located:
     order += [p for p in files if p != exe and "python" in os.path.basename(p)]
     for path in order:
         try:
-            symbols = read_symbols(path, _SYMBOLS)
+            symbols = read_symbols(readable_path(pid, files[path]), _SYMBOLS)
         except ElfError:
             continue
-        base = files[path]
+        base = files[path].base
         runtime = symbols.address("_PyRuntime", base)
         code_type = symbols.address("PyCode_Type", base)
         if runtime is None or code_type is None:
@@ -163,7 +165,7 @@ def locate(pid: int, memory: TargetMemory) -> Located:
                 version = int(struct.unpack("<I", memory.read(version_at, 4))[0])
             except MemoryReadError:
                 version = None
-        return Located(path, runtime, code_type, version)
+        return Located(path, runtime, code_type, version, cond_wrefs(pid, files))
     # a process just exec'd may not have mapped libpython yet: the caller tries again
     raise NotReadyYet(f"PID {pid}: no CPython runtime found (no _PyRuntime symbol)")
 
@@ -203,6 +205,8 @@ class Interpreter:
         self.gil = 0  # the GIL struct's address, once the interpreter has one
         self._code_frames: dict[int, Frame | None] = {}
         self._tid_of_tstate: dict[int, int] = {}
+        self.ids = ThreadIds(pid)
+        self.stray: list[int] = []  # ids in the thread list that name no thread of the target
 
     # -- structure ------------------------------------------------------------------------
     def main_interpreter(self) -> int:
@@ -216,25 +220,40 @@ class Interpreter:
         return self.memory.pointer(self.main_interpreter() + lay.gil_pointer_in_interp)
 
     def threads(self) -> dict[int, PythonThread]:
-        """Linux TID -> the thread, for every thread the interpreter knows."""
+        """Linux TID (as /proc names it) -> the thread, for every thread the interpreter
+        knows; the ids that name none of the target's threads are left in `self.stray`."""
         lay, mem = self.layout, self.memory
         tstate = mem.pointer(self.main_interpreter() + lay.threads_head)
-        found: dict[int, PythonThread] = {}
+        listed: list[tuple[int, int]] = []  # (the id the interpreter stored, tstate)
         seen: set[int] = set()
         while tstate and tstate not in seen and len(seen) < MAX_THREADS:
             seen.add(tstate)
-            tid = self._native_id(tstate)
-            if tid > 0:
-                pthread_id = mem.pointer(tstate + lay.tstate_thread_id)
-                # py-spy names a thread by its Linux id where the interpreter keeps one
-                # (3.11+), else by its pthread_t (3.10): the profile must use the same id
-                native = lay.tstate_native_thread_id is not None
-                found[tid] = PythonThread(tid, pthread_id, tstate, tid if native else pthread_id)
+            inner = self._native_id(tstate)
+            if inner > 0:
+                listed.append((inner, tstate))
             tstate = mem.pointer(tstate + lay.tstate_next)
+        ids = self.ids
+        if any(ids.proc_id(inner) is None for inner, _ in listed):
+            ids.refresh()  # a thread started since the last look (or a namespace's first)
+        found: dict[int, PythonThread] = {}
+        self.stray = []
+        for inner, tstate in listed:
+            tid = ids.proc_id(inner)
+            if tid is None:
+                self.stray.append(inner)
+                continue
+            pthread_id = mem.pointer(tstate + lay.tstate_thread_id)
+            # py-spy names a thread by the Linux id the interpreter keeps (3.11+: the id in
+            # the target's own PID namespace), else by its pthread_t (3.10): the profile
+            # must use the same id
+            native = lay.tstate_native_thread_id is not None
+            found[tid] = PythonThread(tid, pthread_id, tstate, inner if native else pthread_id)
         self._tid_of_tstate = {thread.tstate: tid for tid, thread in found.items()}
         return found
 
     def _native_id(self, tstate: int) -> int:
+        """The thread's Linux id as the interpreter stored it: in the target's own PID
+        namespace (ThreadIds maps it to /proc's)."""
         lay, mem = self.layout, self.memory
         if lay.tstate_native_thread_id is not None:
             return int(struct.unpack("<q", mem.read(tstate + lay.tstate_native_thread_id, 8))[0])
@@ -251,19 +270,20 @@ class Interpreter:
         """(locked, holder's TID, threads inside pthread_cond_wait on the GIL's two
         condition variables: cond, where takers wait, and switch_cond, where a dropper
         waits for the hand-off), in one read of the GIL struct."""
-        end = GIL_SWITCH + COND_WREFS + 4
+        wrefs = self.located.cond_wrefs
+        end = GIL_SWITCH + wrefs + 4
         raw = self.memory.read(self.gil + GIL_LAST_HOLDER, end - GIL_LAST_HOLDER)
         last, locked = struct.unpack_from("<Qi", raw)
         waiters = 0
         for cond in (GIL_COND, GIL_SWITCH):
-            at = cond + COND_WREFS - GIL_LAST_HOLDER
+            at = cond + wrefs - GIL_LAST_HOLDER
             waiters += int.from_bytes(raw[at : at + 4], "little") >> 3
         if locked != 1 or not last:
             return locked, None, waiters
         tid = self._tid_of_tstate.get(last)
         if tid is None:
             try:
-                tid = self._native_id(last)
+                tid = self.ids.proc_id(self._native_id(last))
             except MemoryReadError:
                 return locked, None, waiters
         return locked, tid, waiters
@@ -381,9 +401,10 @@ def check(interpreter: Interpreter, debug_gil: dict[str, int]) -> None:
         ) from None
     if not threads:
         raise NotReadyYet(f"PID {pid}: no Python thread yet")
-    stray = set(threads) - _tasks(pid)
+    stray = sorted(interpreter.stray) + sorted(set(threads) - _tasks(pid))
     if stray:
-        raise StatesUnavailable(f"{refuse}: thread ids {sorted(stray)[:3]} are not its threads")
+        where = " (in its own PID namespace)" if interpreter.ids.nested else ""
+        raise StatesUnavailable(f"{refuse}: thread ids {stray[:3]} are not its threads{where}")
     holders: set[int | None] = set()
     for _ in range(20):  # a hand-off can leave `locked` 0 for a moment: look several times
         try:

@@ -1,0 +1,94 @@
+"""A target in a container (its own PID and mount namespaces, a Debian sid root pivoted to
+`/`), attached in the default (states) mode from the host and from inside the container.
+
+From the host, /proc/PID/exe and maps name `/usr/bin/python3.13`, a path of the container's
+(the host has none, or another file), and the interpreter stores thread ids of the
+container's PID namespace: gilprof must read the binary through /proc/PID/root and map the
+ids through NSpid. From inside (`nsenter`, as `docker exec`), gilprof is the container's
+process, with the host's interpreter and this repository bound in at their own paths (the
+sid root has no gilprof), and the target is PID 1.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import WORKLOADS, repo_pythonpath, run_gilprof, wait_for
+from .containers import SHARE, gilprof_binds, start_container
+
+pytestmark = pytest.mark.integration
+
+SAMPLE_S = 5.0
+
+
+def _loop_in_container(spawn, tmp_path, binds=()):
+    """overlap_loop.py --shape device under Debian's python3.13, as PID 1 of a container."""
+    share = tmp_path / "share"
+    share.mkdir(parents=True, exist_ok=True)
+    shutil.copy(WORKLOADS / "overlap_loop.py", share / "app.py")
+    argv = ["/usr/bin/python3.13", f"{SHARE}/app.py", "--shape", "device"]
+    argv += ["--duration", str(SAMPLE_S + 10), "--log", f"{SHARE}/loop.log"]
+    container = start_container(spawn, tmp_path, argv, binds)
+    log = share / "loop.log"
+    assert wait_for(lambda: log.exists() and log.read_text().count("iter = ") >= 5, 60), (
+        "the loop in the container logged no steps"
+    )
+    return container, log
+
+
+def _verdict(out, log) -> tuple[dict, dict]:
+    report = run_gilprof(
+        *("report", str(out), "--steps", str(log), "--watch", "forward_step"),
+        *("--device-wait", "wait_for_device", "--format", "json"),
+        check=True,
+    )
+    data = json.loads(report.stdout)
+    profile = json.loads(run_gilprof("report", str(out), "--format", "json", check=True).stdout)
+    return data["verdict"], profile
+
+
+def _assert_states_read(stderr: str, verdict: dict, profile: dict) -> None:
+    assert "thread states unavailable" not in stderr, stderr
+    assert "no such process" not in stderr and "exited before" not in stderr, stderr
+    assert profile["sampling"]["mode"] == "states", profile["sampling"]
+    threads = {t["name"]: t for t in profile["gil"]["threads"]}
+    loop = threads["step-loop"]
+    # the decoy holds the GIL half the time, so the loop waits for it on most wake-ups
+    # (test_verdict.test_overlap_loop_states_mode): waits are read, not only holds
+    assert loop["wait_share"] > 0.05 and loop["held_share"] > 0.0, threads
+    assert threads["decoy"]["held_share"] > 0.2, threads
+    assert verdict["thread"] == "step-loop"
+    assert verdict["bound"] == "device", verdict
+
+
+def test_container_target_read_from_the_host(spawn, tmp_path):
+    container, log = _loop_in_container(spawn, tmp_path)
+    out = tmp_path / "host.json"
+    run = run_gilprof(
+        "attach", "--pid", str(container.pid), "-d", str(SAMPLE_S), "--window", "0.5",
+        "-q", "-o", str(out), timeout=SAMPLE_S + 60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    verdict, profile = _verdict(out, log)
+    _assert_states_read(run.stderr, verdict, profile)
+    # the profile names the target by the PID it was attached by (the host's)
+    assert profile["target"]["pid"] == container.pid
+
+
+def test_container_target_read_from_inside_it(spawn, tmp_path):
+    container, log = _loop_in_container(spawn, tmp_path, gilprof_binds())
+    out = f"{SHARE}/inside.json"
+    inside = container.enter(
+        "env", f"PYTHONPATH={repo_pythonpath()['PYTHONPATH']}", sys.executable, "-m", "gilprof",
+        "attach", "--pid", "1", "-d", str(SAMPLE_S), "--window", "0.5", "-q", "-o", out,
+    )  # fmt: skip
+    run = subprocess.run(inside, capture_output=True, text=True, timeout=SAMPLE_S + 60)
+    assert run.returncode == 0, run.stderr
+    verdict, profile = _verdict(container.share / "inside.json", log)
+    _assert_states_read(run.stderr, verdict, profile)
+    assert profile["target"]["pid"] == 1
