@@ -21,7 +21,6 @@ from gilprof.sampling.threadstate.layout import (
     DEBUG_OFFSETS_SIZE,
     GIL_COND,
     GIL_LAST_HOLDER,
-    GIL_LOCKED,
     GIL_SWITCH,
     OB_TYPE,
     PTHREAD_TID,
@@ -32,6 +31,12 @@ from gilprof.sampling.threadstate.layout import (
     table_layout,
 )
 from gilprof.sampling.threadstate.libc import cond_wrefs, is_musl
+from gilprof.sampling.threadstate.memory import (
+    MemoryReadError,
+    NotReadyYet,
+    StatesUnavailable,
+    TargetMemory,
+)
 from gilprof.sampling.threadstate.namespaces import (
     MappedFile,
     ThreadIds,
@@ -39,63 +44,23 @@ from gilprof.sampling.threadstate.namespaces import (
     parse_maps,
     readable_path,
 )
-from gilprof.sampling.threadstate.syscalls import (
-    GIL_SWITCH_WAIT,
-    GIL_WAIT,
-    SyscallFiles,
-    classify,
-)
+from gilprof.sampling.threadstate.verify import check
+
+__all__ = [
+    "Interpreter",
+    "MemoryReadError",
+    "NotReadyYet",
+    "PythonThread",
+    "StatesUnavailable",
+    "TargetMemory",
+    "open_interpreter",
+]
 
 MAX_THREADS = 4096
-WAITER_LOOKS = 20  # looks at the GIL's waiters when a target is checked
 MAX_DEPTH = 128  # frames read per stack; deeper stacks keep their innermost MAX_DEPTH
 _MAX_NAME = 1024
 _X86_64 = 62
 _SYMBOLS = ("_PyRuntime", "PyCode_Type", "Py_Version")
-
-
-class StatesUnavailable(Exception):
-    """The reader cannot (or must not) read this target; the message is one line."""
-
-
-class NotReadyYet(StatesUnavailable):
-    """The interpreter is not initialised yet: a just-started process. Try again."""
-
-
-class MemoryReadError(OSError):
-    """An address the target does not map (a stale pointer read mid-update)."""
-
-
-class TargetMemory:
-    """/proc/PID/mem, read with pread: the same access py-spy's process_vm_readv has."""
-
-    def __init__(self, pid: int) -> None:
-        try:
-            self.fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
-        except PermissionError:
-            raise StatesUnavailable(f"PID {pid}: no permission to read its memory") from None
-        except FileNotFoundError:
-            raise StatesUnavailable(f"PID {pid}: no such process") from None
-
-    def read(self, address: int, size: int) -> bytes:
-        if address <= 0:
-            raise MemoryReadError(f"null pointer read at {address:#x}")
-        try:
-            data = os.pread(self.fd, size, address)
-        except (OSError, OverflowError) as exc:  # OverflowError: a garbage pointer >= 2**63
-            raise MemoryReadError(f"cannot read {size} bytes at {address:#x}: {exc}") from None
-        if len(data) != size:
-            raise MemoryReadError(f"short read at {address:#x}")
-        return data
-
-    def pointer(self, address: int) -> int:
-        return int(struct.unpack("<Q", self.read(address, 8))[0])
-
-    def int32(self, address: int) -> int:
-        return int(struct.unpack("<i", self.read(address, 4))[0])
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,92 +335,3 @@ def open_interpreter(pid: int) -> Interpreter:
         memory.close()
         raise
     return interpreter
-
-
-def _tasks(pid: int) -> set[int]:
-    try:
-        return {int(name) for name in os.listdir(f"/proc/{pid}/task")}
-    except OSError:
-        raise StatesUnavailable(f"PID {pid}: no such process") from None
-
-
-def check(interpreter: Interpreter, debug_gil: dict[str, int]) -> None:
-    """Refuse a layout that does not describe this process: the thread list must name
-    only the target's own threads, `locked` must be 0 or 1, the holder one of the threads,
-    and a thread's frame must point at a code object (its type is PyCode_Type)."""
-    pid, lay = interpreter.pid, interpreter.layout
-    refuse = f"PID {pid}: the CPython 3.{lay.minor} layout ({lay.source}) does not match"
-    if debug_gil and (
-        debug_gil["holder"] != debug_gil["gil_runtime_state"] + GIL_LAST_HOLDER
-        or debug_gil["locked"] != debug_gil["gil_runtime_state"] + GIL_LOCKED
-    ):
-        raise StatesUnavailable(f"{refuse}: _Py_DebugOffsets places the GIL's fields elsewhere")
-    try:
-        if not interpreter.main_interpreter():
-            raise NotReadyYet(f"PID {pid}: interpreter not initialised yet")
-        interpreter.gil = interpreter.find_gil()
-        threads = interpreter.threads()
-    except MemoryReadError:  # tried again until the attach timeout, then refused with this
-        raise NotReadyYet(
-            f"{refuse}, or the process is still starting: its thread list is not readable"
-        ) from None
-    if not threads:
-        raise NotReadyYet(f"PID {pid}: no Python thread yet")
-    stray = sorted(interpreter.stray) + sorted(set(threads) - _tasks(pid))
-    if stray:
-        where = " (in its own PID namespace)" if interpreter.ids.nested else ""
-        raise StatesUnavailable(f"{refuse}: thread ids {stray[:3]} are not its threads{where}")
-    holders: set[int | None] = set()
-    for _ in range(20):  # a hand-off can leave `locked` 0 for a moment: look several times
-        try:
-            locked, holder = interpreter.holder()
-        except MemoryReadError:
-            raise StatesUnavailable(f"{refuse}: the GIL is not readable") from None
-        if locked not in (0, 1):
-            raise StatesUnavailable(f"{refuse}: the GIL's `locked` reads {locked}")
-        if locked:
-            holders.add(holder)
-    if holders and not holders & set(threads):
-        raise StatesUnavailable(f"{refuse}: the GIL's holder is none of its threads")
-    if not any(_has_code(interpreter, thread.tstate) for thread in threads.values()):
-        raise StatesUnavailable(f"{refuse}: no thread's frame points at a code object")
-    _check_gil_waiters(interpreter, threads, refuse)
-
-
-def _check_gil_waiters(
-    interpreter: Interpreter, threads: dict[int, PythonThread], refuse: str
-) -> None:
-    """The GIL's waiters as the kernel shows them must agree with the condition variables'
-    own count: the threads /proc shows blocked in futex on the GIL's cond or switch_cond
-    are inside pthread_cond_wait, so glibc's __wrefs count of those two cannot be lower,
-    nor higher than the thread count. One look can catch a waiter between the two reads;
-    a layout (or a libc) that reads them wrong disagrees at most looks. A target with no
-    waiter passes trivially: the reader keeps checking at every tick (reader.py)."""
-    files = SyscallFiles(interpreter.pid)
-    wrong = 0
-    try:
-        for _ in range(WAITER_LOOKS):
-            blocked = 0
-            for tid in threads:
-                activity = classify(files.read(tid) or b"", interpreter.gil)
-                in_gil_cond = activity.kind in (GIL_WAIT, GIL_SWITCH_WAIT)
-                blocked += in_gil_cond and activity.syscall == "cond"
-            try:
-                _, _, counted = interpreter.gil_state()
-            except MemoryReadError:
-                raise StatesUnavailable(f"{refuse}: the GIL is not readable") from None
-            wrong += counted > len(threads) or blocked > counted
-    finally:
-        files.close()
-    if wrong > WAITER_LOOKS // 2:
-        raise StatesUnavailable(
-            f"{refuse}: the GIL's condition variables count other waiters than the kernel "
-            f"shows blocked on them ({wrong} of {WAITER_LOOKS} looks; not glibc's layout?)"
-        )
-
-
-def _has_code(interpreter: Interpreter, tstate: int) -> bool:
-    try:
-        return bool(interpreter.stack(tstate))
-    except MemoryReadError:
-        return False
