@@ -108,10 +108,12 @@ def locate(pid: int, memory: TargetMemory) -> Located:
         )
     order = [exe] if exe in files else []
     order += [p for p in files if p != exe and "python" in os.path.basename(p)]
+    unreadable: list[str] = []
     for path in order:
         try:
             symbols = read_symbols(readable_path(pid, files[path]), _SYMBOLS)
-        except ElfError:
+        except ElfError as exc:
+            unreadable.append(str(exc))
             continue
         base = files[path].base
         runtime = symbols.address("_PyRuntime", base)
@@ -132,6 +134,8 @@ def locate(pid: int, memory: TargetMemory) -> Located:
                 version = None
         return Located(path, runtime, code_type, version, cond_wrefs(pid, files))
     # a process just exec'd may not have mapped libpython yet: the caller tries again
+    if unreadable:  # the cause is the file, not the process: say which and why
+        raise NotReadyYet(f"PID {pid}: no CPython runtime found ({unreadable[0]})")
     raise NotReadyYet(f"PID {pid}: no CPython runtime found (no _PyRuntime symbol)")
 
 
