@@ -272,9 +272,10 @@ class Interpreter:
             depth += 1
             raw = mem.read(frame, header)
             code = int.from_bytes(raw[lay.frame_code : lay.frame_code + 8], "little")
+            code &= ~lay.code_tag_bits
             previous = int.from_bytes(raw[lay.frame_previous : lay.frame_previous + 8], "little")
             shim = (
-                lay.skips_shim_frames and lay.frame_owner is not None and raw[lay.frame_owner] == 3
+                lay.skips_shim_frames and lay.frame_owner is not None and raw[lay.frame_owner] >= 3
             )
             if not shim:
                 python_frame = self.code_frame(code)

@@ -17,6 +17,7 @@ from gilprof.sampling.threadstate.memory import MemoryReadError, NotReadyYet, St
 from gilprof.sampling.threadstate.syscalls import (
     GIL_SWITCH_WAIT,
     GIL_WAIT,
+    Activity,
     SyscallFiles,
     classify,
 )
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from gilprof.sampling.threadstate.target import Interpreter, PythonThread
 
 WAITER_LOOKS = 20  # looks at the GIL's waiters when a target is checked
+_COND_WAIT = Activity(GIL_WAIT, "cond")
 
 
 def _tasks(pid: int) -> set[int]:
@@ -75,6 +77,8 @@ def check(interpreter: Interpreter, debug_gil: dict[str, int]) -> None:
     if not any(_has_code(interpreter, thread.tstate) for thread in threads.values()):
         raise StatesUnavailable(f"{refuse}: no thread's frame points at a code object")
     _check_gil_waiters(interpreter, threads, refuse)
+    if lay.tstate_holds_gil is not None and lay.tstate_gil_requested is not None:
+        _check_own_gil_flags(interpreter, threads, refuse)
 
 
 def _check_gil_waiters(
@@ -114,3 +118,53 @@ def _has_code(interpreter: Interpreter, tstate: int) -> bool:
         return bool(interpreter.stack(tstate))
     except MemoryReadError:
         return False
+
+
+def _check_own_gil_flags(
+    interpreter: Interpreter, threads: dict[int, PythonThread], refuse: str
+) -> None:
+    """3.15+: each thread's own `holds_gil` and `gil_requested` (PyThreadState ints the
+    interpreter sets as it takes and waits for the GIL) must agree with what the reader
+    reads elsewhere: the thread the GIL struct names as holder holds it by its own flag, and
+    a thread the kernel shows blocked on the GIL's condition variable or mutex has
+    requested it. Both flags read 0 or 1. The GIL changes hands between the reads of one
+    look, so a look may disagree; a layout that reads the wrong words disagrees at most."""
+    lay, mem = interpreter.layout, interpreter.memory
+    assert lay.tstate_holds_gil is not None and lay.tstate_gil_requested is not None
+    files = SyscallFiles(interpreter.pid)
+    wrong = 0
+    try:
+        for _ in range(WAITER_LOOKS):
+            try:
+                locked, holder, _ = interpreter.gil_state()
+                flags = {
+                    tid: (
+                        mem.int32(thread.tstate + lay.tstate_holds_gil),
+                        mem.int32(thread.tstate + lay.tstate_gil_requested),
+                    )
+                    for tid, thread in threads.items()
+                }
+            except MemoryReadError:
+                raise StatesUnavailable(
+                    f"{refuse}: its threads' GIL flags are not readable"
+                ) from None
+            odd = [f for pair in flags.values() for f in pair if f not in (0, 1)]
+            if odd:
+                raise StatesUnavailable(f"{refuse}: a thread's `holds_gil` reads {odd[0]}")
+            # inside take_gil's condition-variable wait (the mutex is taken before the
+            # request is flagged)
+            waiting = [
+                tid
+                for tid in threads
+                if classify(files.read(tid) or b"", interpreter.gil) == _COND_WAIT
+            ]
+            holder_disagrees = locked == 1 and holder in flags and flags[holder][0] != 1
+            waiter_disagrees = any(flags[tid][1] != 1 for tid in waiting)
+            wrong += holder_disagrees or waiter_disagrees
+    finally:
+        files.close()
+    if wrong > WAITER_LOOKS // 2:
+        raise StatesUnavailable(
+            f"{refuse}: the threads' own holds_gil/gil_requested disagree with the GIL's "
+            f"holder and the kernel's waiters ({wrong} of {WAITER_LOOKS} looks)"
+        )
