@@ -66,8 +66,12 @@ class Container:
 def gilprof_binds() -> list[str]:
     """Host folders a container needs to run this gilprof inside: the interpreter running
     the tests (with its site-packages and py-spy) and the repository, at the same paths."""
-    paths = {sys.prefix, sys.base_prefix, str(ROOT)}
-    return sorted(paths)
+    paths = sorted({sys.prefix, sys.base_prefix, str(ROOT)})
+    system = ("/", "/usr", "/usr/local", "/bin", "/lib", "/opt")
+    shadowing = [p for p in paths if os.path.normpath(p) in system]
+    if shadowing:  # bound over the container's own /usr it would hide Debian's pythons
+        _missing(f"the tests' interpreter lives in a system folder ({shadowing[0]}): use a venv")
+    return paths
 
 
 def start_container(
