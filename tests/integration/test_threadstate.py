@@ -129,7 +129,7 @@ def test_musl_is_refused(spawn, tmp_path, monkeypatch):
     monkeypatch.setattr(
         target_mod,
         "_mapped_files",
-        lambda p: {**real(p), MUSL: MappedFile(MUSL, 0x7F0000000000, (0, 0), 1)},
+        lambda p: {**real(p), MUSL: MappedFile(MUSL, 0x7F0000000000, 0x7F0000001000, (0, 0), 1)},
     )
     with pytest.raises(StatesUnavailable, match="musl"):
         open_interpreter(pid)

@@ -30,7 +30,8 @@ def test_maps_give_each_file_its_load_base_device_and_inode() -> None:
     files = parse_maps(MAPS)
     assert list(files) == ["/usr/bin/python3.13", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
     exe = files["/usr/bin/python3.13"]
-    assert (exe.base, exe.device, exe.inode) == (0x55D0C0A00000, (0xFD, 1), 1234)
+    assert (exe.base, exe.end, exe.device) == (0x55D0C0A00000, 0x55D0C0A2C000, (0xFD, 1))
+    assert exe.inode == 1234
     assert files["/usr/lib/x86_64-linux-gnu/libc.so.6"].device == (0, 0x2A)
 
 
@@ -39,13 +40,13 @@ def test_a_file_is_found_by_what_it_is_not_by_its_name(tmp_path) -> None:
     real.write_bytes(b"x")
     info = os.stat(real)
     device = (os.major(info.st_dev), os.minor(info.st_dev))
-    assert same_file(str(real), MappedFile(str(real), 0, device, info.st_ino))
-    assert not same_file(str(real), MappedFile(str(real), 0, device, info.st_ino + 1))
+    assert same_file(str(real), MappedFile(str(real), 0, 0, device, info.st_ino))
+    assert not same_file(str(real), MappedFile(str(real), 0, 0, device, info.st_ino + 1))
     # this process's root is "/": its path through /proc/PID/root is the same file
-    mapped = MappedFile(str(real), 0, device, info.st_ino)
+    mapped = MappedFile(str(real), 0, 0, device, info.st_ino)
     assert readable_path(os.getpid(), mapped) == f"/proc/{os.getpid()}/root{real}"
     # a file that no candidate is (another inode): the target's root is still where to look
-    other = MappedFile(str(real), 0, device, info.st_ino + 1)
+    other = MappedFile(str(real), 0, 0, device, info.st_ino + 1)
     assert readable_path(os.getpid(), other).startswith(f"/proc/{os.getpid()}/root/")
 
 

@@ -40,7 +40,7 @@ from gilprof.sampling.threadstate.memory import (
 from gilprof.sampling.threadstate.namespaces import (
     MappedFile,
     ThreadIds,
-    executable_identity,
+    executable_inode,
     parse_maps,
     readable_path,
 )
@@ -97,10 +97,10 @@ def locate(pid: int, memory: TargetMemory) -> Located:
     """Find `_PyRuntime`: in the executable, else in a mapped file named like libpython
     (the search order only; what decides is the symbol, read from the file's own table)."""
     files = _mapped_files(pid)
-    # the executable by what it is (device and inode), not by its name: in a container the
-    # name is a path in another mount namespace
-    exe_id = executable_identity(pid)
-    exe = next((f.path for f in files.values() if (f.device, f.inode) == exe_id), "")
+    # the executable by what it is (its inode), not by its name: in a container the name is
+    # a path in another mount namespace
+    exe_inode = executable_inode(pid)
+    exe = next((f.path for f in files.values() if f.inode == exe_inode), "")
     if is_musl(files):
         raise StatesUnavailable(
             "musl libc: its condition variables give each waiter its own futex, so a GIL "
@@ -134,8 +134,8 @@ def locate(pid: int, memory: TargetMemory) -> Located:
                 version = None
         return Located(path, runtime, code_type, version, cond_wrefs(pid, files))
     # a process just exec'd may not have mapped libpython yet: the caller tries again
-    if unreadable:  # the cause is the file, not the process: say which and why
-        raise NotReadyYet(f"PID {pid}: no CPython runtime found ({unreadable[0]})")
+    if unreadable:  # the cause is the file, not the process (waiting would not help)
+        raise StatesUnavailable(f"PID {pid}: no CPython runtime found ({unreadable[0]})")
     raise NotReadyYet(f"PID {pid}: no CPython runtime found (no _PyRuntime symbol)")
 
 
