@@ -18,6 +18,7 @@ import sys
 
 import pytest
 
+from .conftest import ROOT as REPO
 from .conftest import WORKLOADS, repo_pythonpath, run_gilprof, wait_for
 from .containers import SHARE, gilprof_binds, start_container
 
@@ -161,3 +162,31 @@ def _open_closed(pid: int) -> bool:
     except StatesUnavailable:
         return False
     return True
+
+
+def test_a_target_chrooted_in_a_mount_namespace_of_its_own(spawn, tmp_path):
+    """benchmarks/sid-python3.14: Debian's python3.14 chrooted into an overlay that exists
+    only in its private mount namespace (same PID namespace). Its maps name
+    `/mnt/r/usr/bin/python3.14`, a path neither the host nor its own root has, and the
+    overlay gives stat and maps different devices: the binary is still found (leading
+    folders dropped, matched by inode) and read in the states mode."""
+    from .containers import sid_root
+
+    sid_root()
+    pidfile = tmp_path / "pid"  # /tmp is bound into the chroot at its own path
+    spawn(
+        [
+            str(REPO / "benchmarks" / "sid-python3.14"),
+            str(WORKLOADS / "gil_states.py"),
+            str(pidfile),
+        ]
+    )
+    assert wait_for(lambda: pidfile.exists() and pidfile.read_text(), 20), "no PID file"
+    pid = int(pidfile.read_text())
+    out = tmp_path / "states.json"
+    run = run_gilprof("attach", "--pid", str(pid), "-d", "2", "-q", "-o", str(out), timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "thread states unavailable" not in run.stderr, run.stderr
+    data = json.loads(run_gilprof("report", str(out), "--format", "json", check=True).stdout)
+    threads = {t["name"]: t for t in data["gil"]["threads"]}
+    assert threads["spinner"]["wait_share"] > 0.9, threads
