@@ -135,6 +135,18 @@ def test_musl_is_refused(spawn, tmp_path, monkeypatch):
         open_interpreter(pid)
 
 
+def test_a_binary_gilprof_cannot_open_is_named_as_the_cause(spawn, tmp_path, monkeypatch):
+    # what a container whose files no path reaches looked like before its paths were
+    # resolved: the process runs, so the refusal names the file and why, at once (waiting
+    # out the attach would not make it readable), never "no such process"
+    pid = start_states(spawn, tmp_path, sys.executable)
+    monkeypatch.setattr(target_mod, "readable_path", lambda p, mapped: "/gone" + mapped.path)
+    with pytest.raises(StatesUnavailable, match="no CPython runtime found.*cannot read") as exc:
+        open_interpreter(pid)
+    assert "no such process" not in str(exc.value)
+    assert not isinstance(exc.value, target_mod.NotReadyYet)
+
+
 def test_contention_mode_is_still_there_on_request(spawn, tmp_path):
     pid = start_states(spawn, tmp_path, sys.executable)
     data, _stderr = contention_of(tmp_path, pid, "--native")
