@@ -141,7 +141,7 @@ def test_a_binary_gilprof_cannot_open_is_named_as_the_cause(spawn, tmp_path, mon
     # out the attach would not make it readable), never "no such process"
     pid = start_states(spawn, tmp_path, sys.executable)
     monkeypatch.setattr(target_mod, "readable_path", lambda p, mapped: "/gone" + mapped.path)
-    with pytest.raises(StatesUnavailable, match="no CPython runtime found.*cannot read") as exc:
+    with pytest.raises(StatesUnavailable, match=r"no CPython runtime found.*cannot read") as exc:
         open_interpreter(pid)
     assert "no such process" not in str(exc.value)
     assert not isinstance(exc.value, target_mod.NotReadyYet)
