@@ -49,7 +49,9 @@ OutputPath = Callable[[Target], str]  # where a target's profile is streamed to
 def target_alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    except psutil.AccessDenied:
+        return True  # it runs, but not for us to inspect: "exited" would be the wrong cause
+    except psutil.NoSuchProcess:
         return False
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from gilprof.sampling.threadstate import layout as lay
 from gilprof.sampling.threadstate import target as target_mod
+from gilprof.sampling.threadstate.namespaces import MappedFile
 from gilprof.sampling.threadstate.reader import StateReader
 from gilprof.sampling.threadstate.target import StatesUnavailable, open_interpreter
 
@@ -20,6 +21,7 @@ from .conftest import IN_CI, read_pid, require_interpreter, run_gilprof, wait_fo
 
 WORKLOAD = str(Path(__file__).parent / "workloads" / "gil_states.py")
 DEBIAN_PYTHON = "/usr/bin/python3.11"
+MUSL = "/lib/ld-musl-x86_64.so.1"
 
 
 def debian_python() -> str:
@@ -99,7 +101,7 @@ def test_condition_variable_counts_that_disagree_with_the_kernel_are_refused(
     # condition variable. Read the waiter count from a field that stays 0 (__g_size) and
     # the count and the kernel disagree at every look: the check must refuse.
     pid = start_states(spawn, tmp_path, require_interpreter("12"))
-    monkeypatch.setattr(target_mod, "COND_WREFS", 24)
+    monkeypatch.setattr(target_mod, "cond_wrefs", lambda pid, files: 24)
     with pytest.raises(StatesUnavailable, match="condition variables count other waiters"):
         open_interpreter(pid)
     monkeypatch.undo()
@@ -127,10 +129,22 @@ def test_musl_is_refused(spawn, tmp_path, monkeypatch):
     monkeypatch.setattr(
         target_mod,
         "_mapped_files",
-        lambda p: {**real(p), "/lib/ld-musl-x86_64.so.1": 0x7F0000000000},
+        lambda p: {**real(p), MUSL: MappedFile(MUSL, 0x7F0000000000, 0x7F0000001000, (0, 0), 1)},
     )
     with pytest.raises(StatesUnavailable, match="musl"):
         open_interpreter(pid)
+
+
+def test_a_binary_gilprof_cannot_open_is_named_as_the_cause(spawn, tmp_path, monkeypatch):
+    # what a container whose files no path reaches looked like before its paths were
+    # resolved: the process runs, so the refusal names the file and why, at once (waiting
+    # out the attach would not make it readable), never "no such process"
+    pid = start_states(spawn, tmp_path, sys.executable)
+    monkeypatch.setattr(target_mod, "readable_path", lambda p, mapped: "/gone" + mapped.path)
+    with pytest.raises(StatesUnavailable, match=r"no CPython runtime found.*cannot read") as exc:
+        open_interpreter(pid)
+    assert "no such process" not in str(exc.value)
+    assert not isinstance(exc.value, target_mod.NotReadyYet)
 
 
 def test_contention_mode_is_still_there_on_request(spawn, tmp_path):

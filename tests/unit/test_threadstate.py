@@ -7,6 +7,7 @@ import itertools
 import struct
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -56,49 +57,63 @@ def test_a_syscall_line_classifies(text: bytes, kind: str, syscall: str) -> None
     assert (activity.kind, activity.syscall) == (kind, syscall)
 
 
-def _debug_offsets(version: int, free_threaded: int = 0) -> bytes:
-    """A 3.13 _Py_DebugOffsets with pyenv 3.13.0's values where the reader uses them."""
-    fields = [0] * lay._DEBUG_313_FIELDS
-    fields[0], fields[1] = version, free_threaded
-    fields[4] = 632  # runtime_state.interpreters_head
-    interp = {3: 7344, 8: 16, 9: 7752, 11: 7768, 12: 7760}
-    for i, value in interp.items():
-        fields[5 + i] = value
-    tstate = {2: 8, 4: 72, 5: 152, 6: 160}
-    for i, value in tstate.items():
-        fields[18 + i] = value
-    frame = {1: 8, 2: 0, 5: 70}
-    for i, value in frame.items():
-        fields[27 + i] = value
-    code = {1: 112, 2: 120, 3: 128, 5: 68}
-    for i, value in code.items():
-        fields[33 + i] = value
-    n = lay._DEBUG_313_FIELDS
-    fields[n - 5], fields[n - 4], fields[n - 3] = 32, 16, 40  # unicode state, length, ascii
-    return lay.DEBUG_COOKIE + struct.pack(f"<{n}Q", *fields)
+DATA = Path(__file__).parent / "data"
+
+
+def _debian(minor: int) -> bytes:
+    """The `_Py_DebugOffsets` read from Debian sid's python3.`minor` (3.13.18, 3.14.10,
+    3.15.2) at _PyRuntime, as the reader reads it."""
+    return (DATA / f"debug_offsets_debian_3.{minor}.bin").read_bytes()
+
+
+def _with_header(raw: bytes, version: int, free_threaded: int = 0) -> bytes:
+    return lay.DEBUG_COOKIE + struct.pack("<QQ", version, free_threaded) + raw[24:]
 
 
 def test_debug_offsets_give_the_3_13_layout_the_headers_give() -> None:
-    layout, gil = lay.debug_offsets_layout(_debug_offsets(0x030D00F0))
-    # the values offsetof() printed against pyenv 3.13.0's internal headers
+    layout, gil = lay.debug_offsets_layout(_debian(13))
+    # the values offsetof() printed against pyenv 3.13.0's internal headers (Debian's
+    # 3.13.18 agrees where the reader looks)
     assert (layout.minor, layout.interpreters_head, layout.threads_head) == (13, 632, 7344)
     assert (layout.tstate_frame, layout.tstate_native_thread_id) == (72, 160)
     assert (layout.frame_previous, layout.frame_code, layout.frame_owner) == (8, 0, 70)
     assert (layout.code_qualname, layout.code_filename, layout.code_firstlineno) == (128, 112, 68)
     assert (layout.unicode_ascii_size, layout.unicode_compact_size) == (40, 56)
     assert layout.gil_pointer_in_interp == 16 and not layout.free_threaded
+    assert layout.tstate_holds_gil is None and layout.code_tag_bits == 0
     assert gil == {"gil_runtime_state": 7752, "locked": 7768, "holder": 7760}
 
 
+def test_debug_offsets_of_3_14_and_3_15_read_in_their_own_field_order() -> None:
+    l14, gil14 = lay.debug_offsets_layout(_debian(14))
+    assert (l14.minor, l14.tstate_thread_id, l14.tstate_native_thread_id) == (14, 152, 160)
+    assert (l14.frame_owner, l14.code_tag_bits, l14.tstate_holds_gil) == (74, 3, None)
+    assert gil14 == {"gil_runtime_state": 7784, "locked": 7800, "holder": 7792}
+    l15, gil15 = lay.debug_offsets_layout(_debian(15))
+    # base_frame and last_profiled_frame(_seq) after current_frame move thread_id
+    assert (l15.tstate_frame, l15.tstate_thread_id, l15.tstate_native_thread_id) == (72, 176, 184)
+    assert (l15.tstate_holds_gil, l15.tstate_gil_requested) == (36, 40)
+    assert gil15 == {"gil_runtime_state": 7736, "locked": 7752, "holder": 7744}
+
+
+@pytest.mark.parametrize(("actual", "read_as"), [(14, 13), (15, 14), (14, 15), (15, 13)])
+def test_a_table_in_another_field_order_is_refused_not_misread(actual: int, read_as: int) -> None:
+    # what a patch release that adds a field to `_Py_DebugOffsets` itself looks like: the
+    # values of one order read in another's
+    raw = _with_header(_debian(actual), 0x03000000 | read_as << 16 | 0xF0)
+    with pytest.raises(lay.LayoutError, match="field order"):
+        lay.debug_offsets_layout(raw)
+
+
 def test_a_free_threaded_build_is_flagged() -> None:
-    layout, _ = lay.debug_offsets_layout(_debug_offsets(0x030D00F0, free_threaded=1))
+    layout, _ = lay.debug_offsets_layout(_with_header(_debian(13), 0x030D00F0, 1))
     assert layout.free_threaded
 
 
-@pytest.mark.parametrize("version", [0x030E00F0, 0x030C00F0])
+@pytest.mark.parametrize("version", [0x031000F0, 0x030C00F0, 0x040000F0])
 def test_debug_offsets_of_an_unverified_version_are_refused(version: int) -> None:
     with pytest.raises(lay.LayoutError, match="not verified"):
-        lay.debug_offsets_layout(_debug_offsets(version))
+        lay.debug_offsets_layout(_with_header(_debian(15), version))
 
 
 def test_no_cookie_means_no_debug_offsets() -> None:
@@ -106,7 +121,7 @@ def test_no_cookie_means_no_debug_offsets() -> None:
         lay.debug_offsets_version(b"\0" * 16)
 
 
-@pytest.mark.parametrize("minor", [8, 9, 13, 14])
+@pytest.mark.parametrize("minor", [8, 9, 13, 14, 15])
 def test_no_table_outside_3_10_to_3_12(minor: int) -> None:
     with pytest.raises(lay.LayoutError, match=f"3.{minor}"):
         lay.table_layout(minor)

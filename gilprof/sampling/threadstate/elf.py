@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _SHT_DYNSYM = 11
+_SHT_GNU_VERDEF = 0x6FFFFFFD
 _PT_LOAD = 1
 ET_EXEC = 2
 
@@ -27,6 +28,7 @@ class ElfSymbols:
     file_type: int  # e_type: 2 executable (absolute addresses), 3 shared object / PIE
     first_load_vaddr: int  # p_vaddr of the first PT_LOAD, page-aligned
     symbols: dict[str, int]  # name -> st_value, only the names asked for
+    versions: frozenset[str] = frozenset()  # symbol versions it defines (GLIBC_2.41, ...)
 
     def address(self, name: str, load_base: int) -> int | None:
         """Where `name` lives in a process that mapped this file at `load_base`."""
@@ -70,12 +72,18 @@ def _parse(path: str, data: bytes, names: set[str]) -> ElfSymbols:
         struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)
     ]
     found: dict[str, int] = {}
-    for _name, sh_type, _f, _addr, offset, size, link, _info, _align, entsize in sections:
-        if sh_type != _SHT_DYNSYM or not entsize:
+    versions: set[str] = set()
+    for _name, sh_type, _f, _addr, offset, size, link, info, _align, entsize in sections:
+        strtab = sections[link] if sh_type in (_SHT_DYNSYM, _SHT_GNU_VERDEF) else None
+        if strtab is None:
             continue
-        strtab = sections[link]
         str_offset, str_size = strtab[4], strtab[5]
         strings = data[str_offset : str_offset + str_size]
+        if sh_type == _SHT_GNU_VERDEF:
+            versions |= _version_definitions(data, offset, info, strings)
+            continue
+        if not entsize:
+            continue
         for position in range(offset, offset + size, entsize):
             st_name, _st_info, _other, st_shndx, st_value, _size = struct.unpack_from(
                 "<IBBHQQ", data, position
@@ -86,4 +94,22 @@ def _parse(path: str, data: bytes, names: set[str]) -> ElfSymbols:
             name = strings[st_name:end].decode("ascii", "replace")
             if name in names:
                 found[name] = st_value
-    return ElfSymbols(path, e_machine, e_type, first_load or 0, found)
+    return ElfSymbols(path, e_machine, e_type, first_load or 0, found, frozenset(versions))
+
+
+def _version_definitions(data: bytes, offset: int, count: int, strings: bytes) -> set[str]:
+    """The names of a .gnu.version_d section's `count` entries (Elf64_Verdef, each with its
+    first Elf64_Verdaux naming it)."""
+    names: set[str] = set()
+    at = offset
+    for _ in range(count):
+        _version, _flags, _ndx, aux_count, _hash, aux, following = struct.unpack_from(
+            "<HHHHIII", data, at
+        )
+        if aux_count:
+            (name,) = struct.unpack_from("<I", data, at + aux)
+            names.add(strings[name : strings.index(b"\0", name)].decode("ascii", "replace"))
+        if not following:
+            break
+        at += following
+    return names

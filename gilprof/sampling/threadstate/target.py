@@ -18,11 +18,9 @@ from dataclasses import dataclass
 from gilprof.model import Frame
 from gilprof.sampling.threadstate.elf import ElfError, read_symbols
 from gilprof.sampling.threadstate.layout import (
-    COND_WREFS,
     DEBUG_OFFSETS_SIZE,
     GIL_COND,
     GIL_LAST_HOLDER,
-    GIL_LOCKED,
     GIL_SWITCH,
     OB_TYPE,
     PTHREAD_TID,
@@ -32,63 +30,37 @@ from gilprof.sampling.threadstate.layout import (
     debug_offsets_version,
     table_layout,
 )
-from gilprof.sampling.threadstate.syscalls import (
-    GIL_SWITCH_WAIT,
-    GIL_WAIT,
-    SyscallFiles,
-    classify,
+from gilprof.sampling.threadstate.libc import cond_wrefs, is_musl
+from gilprof.sampling.threadstate.memory import (
+    MemoryReadError,
+    NotReadyYet,
+    StatesUnavailable,
+    TargetMemory,
 )
+from gilprof.sampling.threadstate.namespaces import (
+    MappedFile,
+    ThreadIds,
+    executable_inode,
+    parse_maps,
+    readable_path,
+)
+from gilprof.sampling.threadstate.verify import check
+
+__all__ = [
+    "Interpreter",
+    "MemoryReadError",
+    "NotReadyYet",
+    "PythonThread",
+    "StatesUnavailable",
+    "TargetMemory",
+    "open_interpreter",
+]
 
 MAX_THREADS = 4096
-WAITER_LOOKS = 20  # looks at the GIL's waiters when a target is checked
 MAX_DEPTH = 128  # frames read per stack; deeper stacks keep their innermost MAX_DEPTH
 _MAX_NAME = 1024
 _X86_64 = 62
 _SYMBOLS = ("_PyRuntime", "PyCode_Type", "Py_Version")
-
-
-class StatesUnavailable(Exception):
-    """The reader cannot (or must not) read this target; the message is one line."""
-
-
-class NotReadyYet(StatesUnavailable):
-    """The interpreter is not initialised yet: a just-started process. Try again."""
-
-
-class MemoryReadError(OSError):
-    """An address the target does not map (a stale pointer read mid-update)."""
-
-
-class TargetMemory:
-    """/proc/PID/mem, read with pread: the same access py-spy's process_vm_readv has."""
-
-    def __init__(self, pid: int) -> None:
-        try:
-            self.fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
-        except PermissionError:
-            raise StatesUnavailable(f"PID {pid}: no permission to read its memory") from None
-        except FileNotFoundError:
-            raise StatesUnavailable(f"PID {pid}: no such process") from None
-
-    def read(self, address: int, size: int) -> bytes:
-        if address <= 0:
-            raise MemoryReadError(f"null pointer read at {address:#x}")
-        try:
-            data = os.pread(self.fd, size, address)
-        except (OSError, OverflowError) as exc:  # OverflowError: a garbage pointer >= 2**63
-            raise MemoryReadError(f"cannot read {size} bytes at {address:#x}: {exc}") from None
-        if len(data) != size:
-            raise MemoryReadError(f"short read at {address:#x}")
-        return data
-
-    def pointer(self, address: int) -> int:
-        return int(struct.unpack("<Q", self.read(address, 8))[0])
-
-    def int32(self, address: int) -> int:
-        return int(struct.unpack("<i", self.read(address, 4))[0])
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,48 +77,45 @@ class Located:
     runtime: int  # its address in the target
     code_type: int  # PyCode_Type's address
     version_hex: int | None  # Py_Version (3.11+), read from the target
+    # where its libc's pthread_cond_t counts its waiters (libc.py); a woken waiter is
+    # counted until pthread_cond_wait returns
+    cond_wrefs: int = 36
 
 
-def _mapped_files(pid: int) -> dict[str, int]:
-    """Each ELF file mapped from offset 0 -> its load base, in map order."""
-    files: dict[str, int] = {}
+def _mapped_files(pid: int) -> dict[str, MappedFile]:
+    """Each ELF file mapped from offset 0, in map order."""
     try:
         with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                fields = line.split(maxsplit=5)
-                if len(fields) < 6 or int(fields[2], 16) != 0:
-                    continue
-                path = fields[5].strip()
-                if path.startswith("/") and path not in files:
-                    files[path] = int(fields[0].split("-")[0], 16)
+            return parse_maps(handle.read())
     except FileNotFoundError:
         raise StatesUnavailable(f"PID {pid}: no such process") from None
     except PermissionError:
         raise StatesUnavailable(f"PID {pid}: no permission to read its memory map") from None
-    return files
 
 
 def locate(pid: int, memory: TargetMemory) -> Located:
     """Find `_PyRuntime`: in the executable, else in a mapped file named like libpython
     (the search order only; what decides is the symbol, read from the file's own table)."""
     files = _mapped_files(pid)
-    try:
-        exe = os.path.realpath(f"/proc/{pid}/exe")
-    except OSError:
-        exe = ""
-    if any("ld-musl" in os.path.basename(p) for p in files):
+    # the executable by what it is (its inode), not by its name: in a container the name is
+    # a path in another mount namespace
+    exe_inode = executable_inode(pid)
+    exe = next((f.path for f in files.values() if f.inode == exe_inode), "")
+    if is_musl(files):
         raise StatesUnavailable(
             "musl libc: its condition variables give each waiter its own futex, so a GIL "
             "waiter cannot be told from another waiter"
         )
     order = [exe] if exe in files else []
     order += [p for p in files if p != exe and "python" in os.path.basename(p)]
+    unreadable: list[str] = []
     for path in order:
         try:
-            symbols = read_symbols(path, _SYMBOLS)
-        except ElfError:
+            symbols = read_symbols(readable_path(pid, files[path]), _SYMBOLS)
+        except ElfError as exc:
+            unreadable.append(str(exc))
             continue
-        base = files[path]
+        base = files[path].base
         runtime = symbols.address("_PyRuntime", base)
         code_type = symbols.address("PyCode_Type", base)
         if runtime is None or code_type is None:
@@ -163,8 +132,10 @@ def locate(pid: int, memory: TargetMemory) -> Located:
                 version = int(struct.unpack("<I", memory.read(version_at, 4))[0])
             except MemoryReadError:
                 version = None
-        return Located(path, runtime, code_type, version)
+        return Located(path, runtime, code_type, version, cond_wrefs(pid, files))
     # a process just exec'd may not have mapped libpython yet: the caller tries again
+    if unreadable:  # the cause is the file, not the process (waiting would not help)
+        raise StatesUnavailable(f"PID {pid}: no CPython runtime found ({unreadable[0]})")
     raise NotReadyYet(f"PID {pid}: no CPython runtime found (no _PyRuntime symbol)")
 
 
@@ -203,6 +174,8 @@ class Interpreter:
         self.gil = 0  # the GIL struct's address, once the interpreter has one
         self._code_frames: dict[int, Frame | None] = {}
         self._tid_of_tstate: dict[int, int] = {}
+        self.ids = ThreadIds(pid)
+        self.stray: list[int] = []  # ids in the thread list that name no thread of the target
 
     # -- structure ------------------------------------------------------------------------
     def main_interpreter(self) -> int:
@@ -216,25 +189,40 @@ class Interpreter:
         return self.memory.pointer(self.main_interpreter() + lay.gil_pointer_in_interp)
 
     def threads(self) -> dict[int, PythonThread]:
-        """Linux TID -> the thread, for every thread the interpreter knows."""
+        """Linux TID (as /proc names it) -> the thread, for every thread the interpreter
+        knows; the ids that name none of the target's threads are left in `self.stray`."""
         lay, mem = self.layout, self.memory
         tstate = mem.pointer(self.main_interpreter() + lay.threads_head)
-        found: dict[int, PythonThread] = {}
+        listed: list[tuple[int, int]] = []  # (the id the interpreter stored, tstate)
         seen: set[int] = set()
         while tstate and tstate not in seen and len(seen) < MAX_THREADS:
             seen.add(tstate)
-            tid = self._native_id(tstate)
-            if tid > 0:
-                pthread_id = mem.pointer(tstate + lay.tstate_thread_id)
-                # py-spy names a thread by its Linux id where the interpreter keeps one
-                # (3.11+), else by its pthread_t (3.10): the profile must use the same id
-                native = lay.tstate_native_thread_id is not None
-                found[tid] = PythonThread(tid, pthread_id, tstate, tid if native else pthread_id)
+            inner = self._native_id(tstate)
+            if inner > 0:
+                listed.append((inner, tstate))
             tstate = mem.pointer(tstate + lay.tstate_next)
+        ids = self.ids
+        if any(ids.proc_id(inner) is None for inner, _ in listed):
+            ids.refresh()  # a thread started since the last look (or a namespace's first)
+        found: dict[int, PythonThread] = {}
+        self.stray = []
+        for inner, tstate in listed:
+            tid = ids.proc_id(inner)
+            if tid is None:
+                self.stray.append(inner)
+                continue
+            pthread_id = mem.pointer(tstate + lay.tstate_thread_id)
+            # py-spy names a thread by the Linux id the interpreter keeps (3.11+: the id in
+            # the target's own PID namespace), else by its pthread_t (3.10): the profile
+            # must use the same id
+            native = lay.tstate_native_thread_id is not None
+            found[tid] = PythonThread(tid, pthread_id, tstate, inner if native else pthread_id)
         self._tid_of_tstate = {thread.tstate: tid for tid, thread in found.items()}
         return found
 
     def _native_id(self, tstate: int) -> int:
+        """The thread's Linux id as the interpreter stored it: in the target's own PID
+        namespace (ThreadIds maps it to /proc's)."""
         lay, mem = self.layout, self.memory
         if lay.tstate_native_thread_id is not None:
             return int(struct.unpack("<q", mem.read(tstate + lay.tstate_native_thread_id, 8))[0])
@@ -251,19 +239,20 @@ class Interpreter:
         """(locked, holder's TID, threads inside pthread_cond_wait on the GIL's two
         condition variables: cond, where takers wait, and switch_cond, where a dropper
         waits for the hand-off), in one read of the GIL struct."""
-        end = GIL_SWITCH + COND_WREFS + 4
+        wrefs = self.located.cond_wrefs
+        end = GIL_SWITCH + wrefs + 4
         raw = self.memory.read(self.gil + GIL_LAST_HOLDER, end - GIL_LAST_HOLDER)
         last, locked = struct.unpack_from("<Qi", raw)
         waiters = 0
         for cond in (GIL_COND, GIL_SWITCH):
-            at = cond + COND_WREFS - GIL_LAST_HOLDER
+            at = cond + wrefs - GIL_LAST_HOLDER
             waiters += int.from_bytes(raw[at : at + 4], "little") >> 3
         if locked != 1 or not last:
             return locked, None, waiters
         tid = self._tid_of_tstate.get(last)
         if tid is None:
             try:
-                tid = self._native_id(last)
+                tid = self.ids.proc_id(self._native_id(last))
             except MemoryReadError:
                 return locked, None, waiters
         return locked, tid, waiters
@@ -283,9 +272,10 @@ class Interpreter:
             depth += 1
             raw = mem.read(frame, header)
             code = int.from_bytes(raw[lay.frame_code : lay.frame_code + 8], "little")
+            code &= ~lay.code_tag_bits
             previous = int.from_bytes(raw[lay.frame_previous : lay.frame_previous + 8], "little")
             shim = (
-                lay.skips_shim_frames and lay.frame_owner is not None and raw[lay.frame_owner] == 3
+                lay.skips_shim_frames and lay.frame_owner is not None and raw[lay.frame_owner] >= 3
             )
             if not shim:
                 python_frame = self.code_frame(code)
@@ -350,91 +340,3 @@ def open_interpreter(pid: int) -> Interpreter:
         memory.close()
         raise
     return interpreter
-
-
-def _tasks(pid: int) -> set[int]:
-    try:
-        return {int(name) for name in os.listdir(f"/proc/{pid}/task")}
-    except OSError:
-        raise StatesUnavailable(f"PID {pid}: no such process") from None
-
-
-def check(interpreter: Interpreter, debug_gil: dict[str, int]) -> None:
-    """Refuse a layout that does not describe this process: the thread list must name
-    only the target's own threads, `locked` must be 0 or 1, the holder one of the threads,
-    and a thread's frame must point at a code object (its type is PyCode_Type)."""
-    pid, lay = interpreter.pid, interpreter.layout
-    refuse = f"PID {pid}: the CPython 3.{lay.minor} layout ({lay.source}) does not match"
-    if debug_gil and (
-        debug_gil["holder"] != debug_gil["gil_runtime_state"] + GIL_LAST_HOLDER
-        or debug_gil["locked"] != debug_gil["gil_runtime_state"] + GIL_LOCKED
-    ):
-        raise StatesUnavailable(f"{refuse}: _Py_DebugOffsets places the GIL's fields elsewhere")
-    try:
-        if not interpreter.main_interpreter():
-            raise NotReadyYet(f"PID {pid}: interpreter not initialised yet")
-        interpreter.gil = interpreter.find_gil()
-        threads = interpreter.threads()
-    except MemoryReadError:  # tried again until the attach timeout, then refused with this
-        raise NotReadyYet(
-            f"{refuse}, or the process is still starting: its thread list is not readable"
-        ) from None
-    if not threads:
-        raise NotReadyYet(f"PID {pid}: no Python thread yet")
-    stray = set(threads) - _tasks(pid)
-    if stray:
-        raise StatesUnavailable(f"{refuse}: thread ids {sorted(stray)[:3]} are not its threads")
-    holders: set[int | None] = set()
-    for _ in range(20):  # a hand-off can leave `locked` 0 for a moment: look several times
-        try:
-            locked, holder = interpreter.holder()
-        except MemoryReadError:
-            raise StatesUnavailable(f"{refuse}: the GIL is not readable") from None
-        if locked not in (0, 1):
-            raise StatesUnavailable(f"{refuse}: the GIL's `locked` reads {locked}")
-        if locked:
-            holders.add(holder)
-    if holders and not holders & set(threads):
-        raise StatesUnavailable(f"{refuse}: the GIL's holder is none of its threads")
-    if not any(_has_code(interpreter, thread.tstate) for thread in threads.values()):
-        raise StatesUnavailable(f"{refuse}: no thread's frame points at a code object")
-    _check_gil_waiters(interpreter, threads, refuse)
-
-
-def _check_gil_waiters(
-    interpreter: Interpreter, threads: dict[int, PythonThread], refuse: str
-) -> None:
-    """The GIL's waiters as the kernel shows them must agree with the condition variables'
-    own count: the threads /proc shows blocked in futex on the GIL's cond or switch_cond
-    are inside pthread_cond_wait, so glibc's __wrefs count of those two cannot be lower,
-    nor higher than the thread count. One look can catch a waiter between the two reads;
-    a layout (or a libc) that reads them wrong disagrees at most looks. A target with no
-    waiter passes trivially: the reader keeps checking at every tick (reader.py)."""
-    files = SyscallFiles(interpreter.pid)
-    wrong = 0
-    try:
-        for _ in range(WAITER_LOOKS):
-            blocked = 0
-            for tid in threads:
-                activity = classify(files.read(tid) or b"", interpreter.gil)
-                in_gil_cond = activity.kind in (GIL_WAIT, GIL_SWITCH_WAIT)
-                blocked += in_gil_cond and activity.syscall == "cond"
-            try:
-                _, _, counted = interpreter.gil_state()
-            except MemoryReadError:
-                raise StatesUnavailable(f"{refuse}: the GIL is not readable") from None
-            wrong += counted > len(threads) or blocked > counted
-    finally:
-        files.close()
-    if wrong > WAITER_LOOKS // 2:
-        raise StatesUnavailable(
-            f"{refuse}: the GIL's condition variables count other waiters than the kernel "
-            f"shows blocked on them ({wrong} of {WAITER_LOOKS} looks; not glibc's layout?)"
-        )
-
-
-def _has_code(interpreter: Interpreter, tstate: int) -> bool:
-    try:
-        return bool(interpreter.stack(tstate))
-    except MemoryReadError:
-        return False

@@ -1,0 +1,208 @@
+"""gilprof beside its peers on one CPython 3.15 target: held and waiting shares per thread,
+and what each tool costs in CPU.
+
+    python benchmarks/peers.py [--seconds 5] [--workload states|loop]   # root; .ci/sid-root
+
+The target is Debian sid's python3.15 (3.15.2, from the root `.ci/sid-root` builds) in its own
+PID and mount namespaces, chrooted into that root, as PID 1. Each tool samples the same
+target in turn for --seconds:
+
+- gilprof (default states mode), from the host;
+- `py-spy record --gil --idle --threads --nonblocking` (100 Hz), from the host: held only
+  (a GIL-holding sample per thread; py-spy has no waiting state);
+- CPython's own `python3.15 -m profiling.sampling attach -a --mode wall --gecko` (1 kHz),
+  from inside the namespace (`nsenter`): it must resolve the target's binary by the path its
+  maps give, which from the host it cannot (measured: "Failed to find the PyRuntime section"),
+  so it runs as the container's process. Its gecko markers "Has GIL" and "Waiting for GIL"
+  give each thread's held and waiting time.
+
+Workloads: `states` (tests/integration/workloads/gil_states.py): held, waiting and idle by
+construction (the holder sits in one C call that never drops the GIL, so the spinner and the
+main thread wait all the time, the sleeper never wants it): the truth is exact. `loop`
+(loop_ingress.py): shares of several points with no exact truth here (Debian's build is
+stripped: no take_gil symbol for uprobes), so the tools are compared with each other.
+
+What this is not: the issue's benchmark against the uprobe truth on a 3.15 built from source
+with symbols (no CPython source was reachable from this machine), nor a measure of what each
+tool costs the target (only each tool's own CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORKLOADS = REPO / "tests" / "integration" / "workloads"
+ROOT = Path(os.environ.get("GILPROF_SID_ROOT", "/var/cache/gilprof/sid-root"))
+APPS = {
+    "states": ("gil_states.py", ["/mnt/pid"]),
+    "loop": ("loop_ingress.py", ["--seconds", "600"]),
+}
+TRUTH = {
+    "states": {
+        "holder": (1.0, 0.0),
+        "spinner": (0.0, 1.0),
+        "MainThread": (0.0, 1.0),
+        "sleeper": (0.0, 0.0),
+    }
+}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _measured(cmd: list[str], **kwargs) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run a tool to completion: its result and the CPU seconds it (and its children) used."""
+    before = _children_cpu()
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kwargs)
+    return result, _children_cpu() - before
+
+
+def start_target(share: Path, workload: str) -> tuple[subprocess.Popen, int]:
+    app, args = APPS[workload]
+    shutil.copy(WORKLOADS / app, share / "app.py")
+    script = (
+        f"mount --bind {share} {ROOT}/mnt && mount -t proc proc {ROOT}/proc && "
+        f"exec chroot {ROOT} /usr/bin/python3.15 /mnt/app.py {' '.join(args)}"
+    )
+    proc = subprocess.Popen(
+        ["unshare", "--pid", "--mount", "--fork", "--kill-child", "sh", "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    import psutil
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        kids = psutil.Process(proc.pid).children()
+        if kids and kids[0].exe().endswith("python3.15"):
+            time.sleep(1.5)  # its threads started and settled
+            return proc, kids[0].pid
+        time.sleep(0.1)
+    proc.kill()
+    sys.exit("the target did not start")
+
+
+def by_gilprof(pid: int, seconds: float, out: Path) -> tuple[dict, dict[int, str], float]:
+    """Per-thread (held, waiting) by name, each thread's name by its id, gilprof's CPU."""
+    cmd = [sys.executable, "-m", "gilprof", "attach", "--pid", str(pid), "-d", str(seconds)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run, cpu = _measured([*cmd, "-q", "-o", str(out)], env=env)
+    if run.returncode != 0:
+        sys.exit(f"gilprof failed: {run.stderr}")
+    report = subprocess.run(
+        [sys.executable, "-m", "gilprof", "report", str(out), "--format", "json"],
+        capture_output=True, text=True, check=True, env=env,
+    )  # fmt: skip
+    data = json.loads(report.stdout)
+    threads = data["gil"]["threads"]
+    shares = {t["name"]: (t.get("held_share") or 0.0, t.get("wait_share") or 0.0) for t in threads}
+    return shares, {t["tid"]: t["name"] for t in threads}, cpu
+
+
+def by_pyspy(pid: int, seconds: float, out: Path, names: dict[int, str]) -> tuple[dict, float]:
+    rate = 100
+    cmd = ["py-spy", "record", "--gil", "--idle", "--threads", "--nonblocking", "-r", str(rate)]
+    cmd += ["-d", str(int(seconds)), "-f", "raw", "-o", str(out), "-p", str(pid)]
+    run, cpu = _measured(cmd)
+    if not out.exists():
+        sys.exit(f"py-spy failed: {run.stdout}{run.stderr}")
+    held: collections.Counter[str] = collections.Counter()
+    for line in out.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        thread = stack.split(";", 1)[0]  # "thread (TID): NAME", the name where it has one
+        label, _, name = thread.partition(": ")
+        tid = (
+            int(label.removeprefix("thread (").rstrip(")")) if label.startswith("thread (") else -1
+        )
+        thread = name or names.get(tid, label)
+        held[thread] += int(count)
+    return {name: (n / (rate * seconds), None) for name, n in held.items()}, cpu
+
+
+def by_tachyon(pid: int, seconds: float, share: Path, names: dict[int, str]) -> tuple[dict, float]:
+    cmd = ["nsenter", "--target", str(pid), "--pid", "--mount", "--root", "--wd"]
+    cmd += ["python3.15", "-m", "profiling.sampling", "attach", "-a", "-d", str(int(seconds))]
+    cmd += ["--mode", "wall", "--gecko", "-o", "/mnt/tachyon.gecko", "1"]
+    run, cpu = _measured(cmd)
+    path = share / "tachyon.gecko"
+    if not path.exists():
+        sys.exit(f"Tachyon failed: {run.stdout}{run.stderr}")
+    data = json.loads(path.read_text())
+    strings = data.get("shared", {}).get("stringArray") or []
+    shares = {}
+    for thread in data["threads"]:
+        markers = thread.get("markers", {})
+        spans: collections.Counter[str] = collections.Counter()
+        for name, start, end in zip(
+            markers.get("name", []), markers.get("startTime", []), markers.get("endTime", []),
+            strict=False,
+        ):  # fmt: skip
+            if start is not None and end is not None:
+                label = strings[name] if isinstance(name, int) and name < len(strings) else name
+                spans[str(label)] += end - start
+        ms = 1000 * seconds
+        shares[names.get(thread.get("tid"), thread.get("name"))] = (
+            spans["Has GIL"] / ms,
+            spans["Waiting for GIL"] / ms,
+        )
+    return shares, cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--workload", choices=sorted(APPS), default="states")
+    args = parser.parse_args()
+    if not (ROOT / ".gilprof-root-complete").exists():
+        sys.exit(f"no sid root at {ROOT}: run .ci/sid-root first")
+    with tempfile.TemporaryDirectory() as tmp:
+        share = Path(tmp)
+        target, pid = start_target(share, args.workload)
+        try:
+            # py-spy names threads by id (the target's own, as gilprof's profile does)
+            ours, names, our_cpu = by_gilprof(pid, args.seconds, share / "gilprof.json")
+            spy, spy_cpu = by_pyspy(pid, args.seconds, share / "pyspy.txt", names)
+            tachyon, tachyon_cpu = by_tachyon(pid, args.seconds, share, names)
+        finally:
+            target.kill()
+            target.wait()
+    _print(args, ours, spy, tachyon, (our_cpu, spy_cpu, tachyon_cpu))
+
+
+def _print(args, ours: dict, spy: dict, tachyon: dict, cpu: tuple[float, float, float]) -> None:
+    truth = TRUTH.get(args.workload, {})
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:5.1f}"
+
+    print(f"workload {args.workload}, {args.seconds:g} s per tool, Debian python3.15 3.15.2")
+    print("thread       truth held/wait   gilprof held/wait   py-spy held   Tachyon held/wait")
+    for name in sorted(set(ours) | set(tachyon) | set(truth), key=str):
+        t = truth.get(name, (None, None))
+        g = ours.get(name, (None, None))
+        s = spy.get(name, (None, None))[0]
+        c = tachyon.get(name, (None, None))
+        print(
+            f"{name!s:12} {pct(t[0])}/{pct(t[1])}       {pct(g[0])}/{pct(g[1])}         "
+            f"{pct(s)}        {pct(c[0])}/{pct(c[1])}"
+        )
+    per_s = [f"{100 * c / args.seconds:.1f}%" for c in cpu]
+    print(f"tool CPU (of a core, start-up included): gilprof {per_s[0]}, py-spy {per_s[1]}, ")
+    print(f"  Tachyon {per_s[2]}")
+
+
+if __name__ == "__main__":
+    main()
