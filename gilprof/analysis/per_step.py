@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from gilprof.analysis.loop import batch_share
 from gilprof.errors import UsageError
 from gilprof.model import Mode, ThreadState, is_wrapper_frame
+from gilprof.native_classes import NativeClass, native_class_of
 from gilprof.profile import Profile, Window
 from gilprof.stats import Difference, Estimate, estimate_difference
 from gilprof.steps import RankSteps
@@ -40,6 +41,7 @@ from gilprof.steps import RankSteps
 FunctionId = tuple[str, str]  # (qualified name, file base name)
 # (window index, seconds, the loop's stack, the other threads' GIL-holding stacks)
 Visit = Callable[[int, float, int, list[int]], None]
+NATIVE_WAITS = frozenset({NativeClass.DEVICE, NativeClass.PEERS})
 BUSY_STATES = frozenset(
     (
         ThreadState.HELD,
@@ -189,6 +191,18 @@ def walk_loop(profile: Profile, loop_tid: int, visit: Visit) -> list[float]:
     loop thread is busy; returns each window's seconds of loop-thread wall time."""
     wall: list[float] = []
     spans_mode = profile.sampling.mode.reads_states and any(w.spans for w in profile.windows)
+    known: dict[int, bool] = {}
+
+    def busy(stack: int) -> bool:
+        """Host work: a busy state, and not a native wait the locator placed in a device
+        or peer library (waiting, not costing the loop host time)."""
+        if stack not in known:
+            state = profile.stacks[stack].state
+            frames = profile.stack_frames(stack)
+            cls = native_class_of(frames[-1]) if frames and state is ThreadState.NATIVE else None
+            known[stack] = state in BUSY_STATES and cls not in NATIVE_WAITS
+        return known[stack]
+
     for w, window in enumerate(profile.windows):
         seen = 0.0
         if spans_mode:
@@ -197,7 +211,7 @@ def walk_loop(profile: Profile, loop_tid: int, visit: Visit) -> list[float]:
                 if stack is None:
                     continue
                 seen += dt
-                if profile.stacks[stack].state not in BUSY_STATES:
+                if not busy(stack):
                     continue
                 holders = [
                     s
@@ -214,7 +228,7 @@ def walk_loop(profile: Profile, loop_tid: int, visit: Visit) -> list[float]:
                     continue
                 if profile.sampling.mode is not Mode.GIL:
                     seen += count
-                if profile.stacks[stack].state in BUSY_STATES:
+                if busy(stack):
                     visit(w, count, stack, [])
         wall.append(seen)
     return wall

@@ -164,9 +164,15 @@ def predict(
     period = unit.step_ms
     saving = scale(batch_share([saved[i] for i in usable], [wall[i] for i in usable]), period)
     device_wait = verdict.loop.device_wait
-    wait_share = device_wait.value if device_wait is not None else 0.0
+    # waiting for peers paces the step as the device does: host savings wait for them too
+    peer_wait = verdict.loop.peer_wait
+    wait_share = (device_wait.value if device_wait is not None else 0.0) + (
+        peer_wait.value if peer_wait is not None else 0.0
+    )
     host_work = period * (1.0 - wait_share)
-    device_paced = device_wait is not None and device_wait.low >= DEVICE_NEGLIGIBLE
+    device_paced = (device_wait is not None and device_wait.low >= DEVICE_NEGLIGIBLE) or (
+        peer_wait is not None and peer_wait.low >= DEVICE_NEGLIGIBLE
+    )
     host_after = Estimate(
         host_work - saving.value,
         host_work - saving.high,
@@ -188,9 +194,10 @@ def predict(
     elif device_paced:
         device = period
         note = (
-            f"device-bound: the loop waits for the device {wait_share:.0%} of its time; host "
-            "savings will not shorten the step until the host work is longer than the device "
-            f"step ({period:.1f} ms)" + _unnamed_feeders(profile, others, period)
+            f"{'waiting for peers' if verdict.bound == 'peers' else 'device-bound'}: the loop "
+            f"waits for the device or its peers {wait_share:.0%} of its time; host savings will "
+            "not shorten the step until the host work is longer than the device or the slowest "
+            f"peer's step ({period:.1f} ms)" + _unnamed_feeders(profile, others, period)
         )
     else:
         device = steps.device_step_ms.mean if steps.device_step_ms else None

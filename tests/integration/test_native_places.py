@@ -154,8 +154,14 @@ def test_a_rank_waiting_for_a_slow_peer_reads_waiting_for_peers(spawn, tmp_path)
     assert wait_for(lambda: log.exists() and log.read_text().count("iter = ") >= 20, 60)
     out = tmp_path / "peer.json"
     run = spawn(
-        gilprof_cmd("attach", "--pid", pidfile.read_text().strip(), "-d", str(SAMPLE_S))
-        + ["--window", "1", "-q", "-o", str(out)]
+        [
+            *gilprof_cmd("attach", "--pid", pidfile.read_text().strip(), "-d", str(SAMPLE_S)),
+            "--window",
+            "1",
+            "-q",
+            "-o",
+            str(out),
+        ]
     )
     assert_exits(run, timeout=SAMPLE_S + 60)
     assert job.wait(timeout=60) == 0
