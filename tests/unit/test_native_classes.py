@@ -22,6 +22,7 @@ from gilprof.native_classes import (
     native_class_of,
     native_frame,
 )
+from gilprof.profile import Profile
 from gilprof.recipes.loader import parse_recipe
 from gilprof.sampling.native.locator import NEAREST_NS, NativeLocator
 from gilprof.sampling.native.perf import CpuSample
@@ -130,8 +131,8 @@ def _locator() -> NativeLocator:
     locator = NativeLocator.__new__(NativeLocator)
     locator.interpreter_path = "/usr/bin/python3.11"
     locator.rules = NativeRules()
-    locator._maps = _Maps()
-    locator._symbols = _Symbols()
+    locator._maps = _Maps()  # type: ignore[assignment]
+    locator._symbols = _Symbols()  # type: ignore[assignment]
     locator._times, locator._samples = {}, {}
     locator._classes, locator._pass_through = {}, {}
     locator._switch_times, locator._switch_kinds = {}, {}
@@ -201,7 +202,7 @@ def test_off_its_cpu_a_thread_is_placed_where_it_was_preempted_if_that_holds():
 LOOP = 11
 
 
-def _native_profile(cls: NativeClass, native: int, held: int = 10, messages=()) -> object:
+def _native_profile(cls: NativeClass, native: int, held: int = 10, messages=()) -> Profile:
     leaf = native_frame(cls, "libx.so.1")
     windows = []
     for _ in range(6):
