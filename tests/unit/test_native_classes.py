@@ -136,6 +136,7 @@ def _locator() -> NativeLocator:
     locator._times, locator._samples = {}, {}
     locator._classes, locator._pass_through = {}, {}
     locator._switch_times, locator._switch_kinds = {}, {}
+    locator._drained, locator._place_cache = {}, {}
     locator.placed = locator.unplaced = locator.samples = 0
     return locator
 

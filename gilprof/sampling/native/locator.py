@@ -47,9 +47,10 @@ from gilprof.sampling.native.symbols import FunctionSymbols, read_function_symbo
 PERIOD_NS = 1_000_000  # one sample per ms of a thread's CPU time
 NEAREST_NS = 3 * PERIOD_NS // 2
 NEIGHBOURHOOD_NS = 3 * PERIOD_NS
-BRIDGE_NS = 30 * PERIOD_NS  # the longest gap between two samples in one place that is bridged
+BRIDGE_NS = 30_000_000  # the longest gap between two samples in one place that is bridged
 KEEP_NS = 200_000_000  # samples kept per thread: the reader asks about the last tick only
 MAPS_REFRESH_NS = 200_000_000
+DRAIN_EVERY_NS = 40_000_000  # a buffer holds ~90 ms of a busy thread's samples
 MAX_CALLER_WORDS = 32  # stack words searched for a clock read's caller
 SYNC_LOAD_BYTES = 16 << 20  # symbols of smaller files are read at once, larger in the background
 
@@ -148,6 +149,9 @@ class NativeLocator:
         self._switch_kinds: dict[int, list[str]] = {}
         self._classes: dict[str, NativeClass] = {}
         self._pass_through: dict[str, bool] = {}
+        self._drained: dict[int, int] = {}  # tid -> when its buffer was last drained
+        # id(sample) -> its place and class (a sample is looked at by several readings)
+        self._place_cache: dict[int, tuple[str, NativeClass | None]] = {}
         self.placed = 0
         self.unplaced = 0
         self.samples = 0
@@ -158,13 +162,26 @@ class NativeLocator:
         self.sampler.follow(wanted)
         for tid in list(self._times):
             if tid not in wanted:
+                for sample in self._samples[tid]:
+                    self._place_cache.pop(id(sample), None)
                 del self._times[tid], self._samples[tid]
+                self._drained.pop(tid, None)
                 self._switch_times.pop(tid, None)
                 self._switch_kinds.pop(tid, None)
 
-    def collect(self, now_ns: int) -> None:
-        """Take the samples written since the last call; forget those older than KEEP_NS."""
+    def collect(self, now_ns: int, wanted: Iterable[int] | None = None) -> None:
+        """Take the samples written since the last drain of the `wanted` threads (all by
+        default) and of any not drained for DRAIN_EVERY_NS (its buffer must not fill);
+        forget those older than KEEP_NS. A thread with no native reading to place needs
+        no drain at every tick: most of an engine's threads sit blocked or hold the GIL."""
+        due = set(self.sampler.events) if wanted is None else set(wanted)
+        for tid, drained in self._drained.items():
+            if now_ns - drained >= DRAIN_EVERY_NS:
+                due.add(tid)
         for tid, event in self.sampler.events.items():
+            if tid not in due:
+                continue
+            self._drained[tid] = now_ns
             fresh: list[CpuSample] = []
             switches: list[tuple[int, str]] = []
             event.drain(fresh, switches)
@@ -186,6 +203,8 @@ class NativeLocator:
                 samples.extend(fresh)
             cut = bisect.bisect_left(times, now_ns - KEEP_NS)
             if cut:
+                for sample in samples[:cut]:
+                    self._place_cache.pop(id(sample), None)
                 del times[:cut], samples[:cut]
 
     def place(
@@ -233,7 +252,7 @@ class NativeLocator:
                 self.unplaced += 1
                 return UNPLACED_FRAME
             best = before
-        place, cls = self._place_of(samples[best], at_ns)
+        place, cls = self._cached_place(samples[best], at_ns)
         if cls is None:  # a clock read called from nowhere known: the code around it
             cls = self._class_around_clock(tid, best, at_ns)
         if cls is NativeClass.DEVICE and not self._spinning(tid, at_ns):
@@ -295,8 +314,14 @@ class NativeLocator:
             passes = self._pass_through[path] = is_pass_through(library)
         return passes
 
+    def _cached_place(self, sample: CpuSample, at_ns: int) -> tuple[str, NativeClass | None]:
+        found = self._place_cache.get(id(sample))
+        if found is None:
+            found = self._place_cache[id(sample)] = self._place_of(sample, at_ns)
+        return found
+
     def _class_at(self, tid: int, index: int, at_ns: int) -> NativeClass | None:
-        return self._place_of(self._samples[tid][index], at_ns)[1]
+        return self._cached_place(self._samples[tid][index], at_ns)[1]
 
     def _class_around_clock(self, tid: int, index: int, at_ns: int) -> NativeClass:
         """The class of the nearest samples that are no clock read, before and after

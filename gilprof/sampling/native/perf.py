@@ -79,8 +79,9 @@ class _Attr(ctypes.Structure):
 class CpuSample:
     time_ns: int  # CLOCK_MONOTONIC
     ip: int  # the instruction pointer (the kernel's for a sample caught in a system call)
-    registers: bytes  # the _CALLER_REGS, in register-number order
-    stack: bytes  # the first STACK_BYTES of the user stack, from the stack pointer up
+    # views into the drained buffer's copy (no copy per sample)
+    registers: bytes | memoryview  # the _CALLER_REGS, in register-number order
+    stack: bytes | memoryview  # the first STACK_BYTES of the user stack, from the stack pointer up
 
     @property
     def in_kernel(self) -> bool:
@@ -226,6 +227,7 @@ class ThreadEvent:
             data = buffer[base + start : base + end]
         limit = min(len(data), head - tail)
         offset = 0
+        view = memoryview(data)
         regs = 8 * self._regs
         while offset + 8 <= limit:
             kind, misc, length = _HEADER.unpack_from(data, offset)
@@ -234,10 +236,10 @@ class ThreadEvent:
             if kind == _RECORD_SAMPLE:
                 ip, _pid, _tid, time_ns, abi = _SAMPLE.unpack_from(data, offset + 8)
                 at = offset + 8 + _SAMPLE.size
-                registers = data[at : at + regs] if abi else b""
+                registers = view[at : at + regs] if abi else b""
                 at += regs if abi else 0
                 copied = int.from_bytes(data[at : at + 8], "little")
-                stack = data[at + 8 : at + 8 + copied]
+                stack = view[at + 8 : at + 8 + copied]
                 out.append(CpuSample(time_ns, ip, registers, stack))
             elif kind == _RECORD_SWITCH and length >= 24:
                 time_ns = int.from_bytes(data[offset + 16 : offset + 24], "little")

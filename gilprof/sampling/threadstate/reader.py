@@ -306,11 +306,11 @@ class StateReader:
         """The readings of the tick at `at` with each native one's place as its leaf frame;
         one placed in the interpreter's own code is taking or handing over the GIL, which
         is waiting (as the kernel's truth counts it: all of take_gil and drop_gil)."""
+        locator = self.locator
+        if locator is not None:  # every tick: a buffer left alone for long fills and drops
+            locator.collect(int(time.monotonic() * 1e9), [tid for tid, _b in natives.values()])
         if not natives:
             return readings
-        locator = self.locator
-        if locator is not None:
-            locator.collect(int(time.monotonic() * 1e9))
         placed = dict(readings)
         for profile_id, (tid, blocked) in natives.items():
             state, frames = readings[profile_id]
