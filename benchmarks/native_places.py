@@ -73,6 +73,12 @@ def measure(python: str, seconds: float, hog_count: int) -> dict:
             threading.Timer(seconds, stop.set).start()
             recording = reader.record(stop)
             reader.close()
+            # spans name threads by their profile id (the Linux id, or pthread_t on 3.10)
+            by_tid = {
+                thread.profile_id: by_tid[tid]
+                for tid, thread in reader.threads.items()
+                if tid in by_tid
+            }
         finally:
             target.kill()
             target.wait(timeout=10)
