@@ -263,6 +263,8 @@ def _verdict_evidence(side: str, v: Verdict) -> str:
         )
     if loop.device_wait is not None:
         parts.append(f"waiting for the device {loop.device_wait.value:.0%}")
+    if loop.peer_wait is not None and loop.peer_wait.value >= 0.005:
+        parts.append(f"waiting for peers {loop.peer_wait.value:.0%}")
     return f"{side:7s} {v.bound}-bound: loop thread {loop.thread.name} " + " ".join(parts)
 
 
