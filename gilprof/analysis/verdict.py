@@ -194,16 +194,18 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
         )
     waits = device.value + peers.value
     if (
-        waits + unknown < DEVICE_NEGLIGIBLE
-        and max(device.high, peers.high) + unknown < DEVICE_MATERIAL
+        device.value + unknown < DEVICE_NEGLIGIBLE
+        and device.high + unknown < DEVICE_MATERIAL
+        and peers.high + unknown < DEVICE_MATERIAL
         and busy.low >= HOST_MOST
     ):
         return (
             HOST,
             (
                 f"{head}: it is busy on the host for most of the step and waits for the "
-                f"device or its peers under {_pct(DEVICE_NEGLIGIBLE)}, the interval ruling out "
-                f"{_pct(DEVICE_MATERIAL)}: host-bound"
+                f"device under {_pct(DEVICE_NEGLIGIBLE)}, the intervals of its device and peer "
+                f"waits (with any native time not placed) ruling out {_pct(DEVICE_MATERIAL)}: "
+                "host-bound"
             ),
             None,
         )
@@ -217,7 +219,10 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
             None,
         )
     if unknown >= DEVICE_NEGLIGIBLE / 2:
-        why = native_note or "the profile places no native time (recorded without the locator)"
+        why = native_note or (
+            "the thread was off its CPU at those readings, or the profile was recorded "
+            "without the native locator"
+        )
         return (
             UNDETERMINED,
             (

@@ -141,14 +141,16 @@ def test_perf_refused_says_so_and_never_calls_native_time_host_work(spawn, tmp_p
 
 
 def test_a_rank_waiting_for_a_slow_peer_reads_waiting_for_peers(spawn, tmp_path):
-    """Rank 0 does 2 ms of Python per step, rank 1 15 ms; both then allreduce, so rank 0
-    waits ~85% of its step in MPICH's progress loop, with the GIL released."""
+    """Rank 0 does 2 ms of Python per step, rank 1 takes 15 ms (asleep, so that on 2 cores
+    rank 0's spin keeps a core); both then allreduce, so rank 0 waits ~85% of its step in
+    MPICH's progress loop, with the GIL released."""
     mpiexec = require_mpi()
     log, pidfile = tmp_path / "peer.log", tmp_path / "rank0.pid"
     job = spawn(
         [
             *(mpiexec, "-n", "2", sys.executable, str(WORKLOADS / "slow_peer.py")),
             *("--duration", str(SAMPLE_S + 8), "--log", str(log), "--pidfile", str(pidfile)),
+            *("--slow-by", "sleep"),
         ]
     )
     assert wait_for(lambda: log.exists() and log.read_text().count("iter = ") >= 20, 60)

@@ -25,8 +25,11 @@ def host_work(seconds: float) -> int:
     return total
 
 
-def step(comm: MPI.Comm, seconds: float) -> int:
-    host_work(seconds)
+def step(comm: MPI.Comm, seconds: float, asleep: bool) -> int:
+    if asleep:
+        time.sleep(seconds)
+    else:
+        host_work(seconds)
     return comm.allreduce(1)
 
 
@@ -37,6 +40,12 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--log", required=True)
     parser.add_argument("--pidfile", required=True)
+    parser.add_argument(
+        "--slow-by",
+        choices=("sleep", "work"),
+        default="work",
+        help="how the slow ranks spend their time: Python work, or asleep (frees a core)",
+    )
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -50,7 +59,7 @@ def main() -> None:
     end = time.monotonic() + args.duration
     index, prev = 0, time.perf_counter()
     while True:
-        step(comm, seconds)
+        step(comm, seconds, rank != 0 and args.slow_by == "sleep")
         if log is not None:
             top = time.perf_counter()
             log.write(
