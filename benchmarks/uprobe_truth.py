@@ -76,12 +76,42 @@ class TruthError(Exception):
 
 
 def _has_gil_symbols(path: str) -> bool:
+    """take_gil and drop_gil are in `path`'s symbol table, or in its separate debug file
+    (a distribution's stripped binary with its debug-symbol package installed: Debian's
+    python3.11-dbg holds /usr/bin/python3.11's, found by build id; bpftrace looks there
+    too)."""
     nm = shutil.which("nm")
     if nm is None:
         raise TruthError("nm (binutils) is needed to find take_gil/drop_gil")
-    out = subprocess.run([nm, path], capture_output=True, text=True, check=False).stdout
-    names = {line.split()[-1] for line in out.splitlines() if line.strip()}
-    return {"take_gil", "drop_gil"} <= names
+    for candidate in (path, debug_file(path)):
+        if not candidate:
+            continue
+        out = subprocess.run([nm, candidate], capture_output=True, text=True, check=False)
+        names = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
+        if {"take_gil", "drop_gil"} <= names:
+            return True
+    return False
+
+
+def debug_file(path: str) -> str | None:
+    """/usr/lib/debug/.build-id/XX/REST.debug for `path`'s GNU build id, if installed."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    at = data.find(b"GNU\0", 12, 1 << 16)  # a note's name, in the first pages
+    while at >= 12:
+        size = int.from_bytes(data[at - 8 : at - 4], "little")  # n_descsz
+        kind = int.from_bytes(data[at - 4 : at], "little")  # n_type
+        if kind == 3 and 8 <= size <= 64:  # NT_GNU_BUILD_ID
+            break
+        at = data.find(b"GNU\0", at + 4, 1 << 16)
+    else:
+        return None
+    build_id = data[at + 4 : at + 4 + size].hex()
+    found = f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
+    return found if os.path.exists(found) else None
 
 
 def gil_binary(pid: int) -> str:
