@@ -13,8 +13,12 @@ Inside, each check runs a workload on Debian's python3.11 and `gilprof attach --
 the default (states) mode at --rate Hz for --seconds, and fails when the profile fell back
 to another mode:
 
+- pthread: where this glibc's struct pthread keeps a thread's Linux id (how 3.10 targets
+  are read), measured on a 3.11 target by scanning each thread's struct pthread for its id,
+  against the architecture's table;
 - holds: gil_states.py (tests/integration/workloads): `holder` in one C call holds the
   GIL, `spinner` waits for it, `sleeper` waits on an Event (the x86_64 test's thresholds);
+  holds-dbg: the same on Debian's debug build /usr/bin/python3.11d (from python3.11-dbg);
 - contend: a time.sleep loop (idle in clock_nanosleep), two spinners (each holds and waits,
   about half and half), against the exact truth from bpftrace uprobes on take_gil/drop_gil
   (benchmarks/uprobe_truth.py) taken over the same run;
@@ -161,18 +165,20 @@ def _leaf_share(result: dict, thread: str, needle: str) -> float:
     return sum(v for k, v in result["leaves"].get(thread, {}).items() if needle in k)
 
 
-def _spawn(code_or_path: str, tmp: Path, name: str) -> tuple[subprocess.Popen[bytes], dict]:
+def _spawn(
+    code_or_path: str, tmp: Path, name: str, python: str = TARGET
+) -> tuple[subprocess.Popen[bytes], dict]:
     idfile = tmp / f"{name}.ids"
-    argv = [TARGET, code_or_path] if code_or_path.endswith(".py") else [TARGET, "-c", code_or_path]
+    argv = [python, code_or_path] if code_or_path.endswith(".py") else [python, "-c", code_or_path]
     proc = subprocess.Popen([*argv, str(idfile)])
     text = _wait_file(idfile, 120)
     ids = json.loads(text) if text.strip().startswith("{") else {}
     return proc, ids
 
 
-def check_holds(tmp: Path, args: argparse.Namespace) -> dict:
+def check_holds(tmp: Path, args: argparse.Namespace, python: str = TARGET) -> dict:
     workload = str(ROOT / "tests" / "integration" / "workloads" / "gil_states.py")
-    proc, _ = _spawn(workload, tmp, "holds")
+    proc, _ = _spawn(workload, tmp, "holds", python)
     try:
         time.sleep(2)
         result = _attach(proc.pid, tmp, "holds", args)
@@ -376,6 +382,8 @@ def inside(args: argparse.Namespace) -> int:
     checks = {
         "pthread": check_pthread_tid,
         "holds": check_holds,
+        # the same on Debian's debug build (python3.11-dbg's python3.11d), another build
+        "holds-dbg": lambda tmp, a: check_holds(tmp, a, "/usr/bin/python3.11d"),
         "contend": check_contend,
         "native": check_native,
         "host": lambda tmp, a: check_loop("host", tmp, a),
@@ -458,7 +466,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=25, help="Hz (default 25: emulation)")
     parser.add_argument("--seconds", type=float, default=15.0, help="per attach")
-    parser.add_argument("--checks", default="pthread,holds,contend,native,host,device")
+    parser.add_argument("--checks", default="pthread,holds,holds-dbg,contend,native,host,device")
     parser.add_argument("--no-truth", dest="truth", action="store_false",
                         help="skip the uprobe truth (and the apt install it needs)")  # fmt: skip
     parser.add_argument("--json", help="host: write the guest's results here")
