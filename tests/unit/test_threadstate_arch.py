@@ -259,3 +259,17 @@ def test_the_reader_reads_an_aarch64_targets_threads_with_aarch64_numbers() -> N
     readings = reader.tick(1.0, out)
     assert readings[2][0] is ThreadState.IDLE and readings[2][1][-1].name == "syscall 98"
     assert readings[3][1][-1].name == "syscall 115"
+
+
+def test_aarch64_return_addresses_lose_their_pointer_authentication_bits() -> None:
+    from gilprof.sampling.native.perf import CpuSample
+
+    lr, saved = 0x0000_AAAA_0000_1234, 0x0000_FFFF_8000_4321
+    signed = lambda address, pac: address | (pac << 48)  # noqa: E731
+    registers = signed(lr, 0x2A).to_bytes(8, "little") + bytes(16)  # LR, SP, PC
+    stack = signed(saved, 0x7F).to_bytes(8, "little") + saved.to_bytes(8, "little")
+    sample = CpuSample(0, lr, registers, stack)
+    assert sample.callers() == [lr, saved, saved]
+    # x86_64 (SP, IP): the stack words as they are
+    x86 = CpuSample(0, lr, bytes(16), stack)
+    assert x86.callers() == [signed(saved, 0x7F), saved]
