@@ -205,7 +205,10 @@ def check_contend(tmp: Path, args: argparse.Namespace) -> dict:
         trace = None
         if args.truth:
             sys.path.insert(0, str(ROOT / "benchmarks"))
+            import uprobe_truth
             from uprobe_truth import TruthError, start_trace
+
+            uprobe_truth.READY_TIMEOUT_S = 600.0  # bpftrace compiles its program emulated
 
             try:
                 trace = start_trace(proc.pid)
