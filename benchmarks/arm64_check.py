@@ -237,8 +237,10 @@ def check_contend(tmp: Path, args: argparse.Namespace) -> dict:
     threads = _threads(result["report"])
     wrong = _states_mode(result)
     sleeper_leaf = _leaf_share(result, "sleeper", "clock_nanosleep [syscall]")
-    wrong += [f"sleeper idle {threads['sleeper']['idle']}"] * (threads["sleeper"]["idle"] <= 0.9)
-    wrong += [f"sleeper in clock_nanosleep {sleeper_leaf:.2f}"] * (sleeper_leaf <= 0.9)
+    # after each sleep it waits for the GIL (a spinner holds it up to the 5 ms interval)
+    idle = threads["sleeper"]["idle"]
+    wrong += [f"sleeper idle {idle}"] * (idle <= 0.8)
+    wrong += [f"sleeper idle in clock_nanosleep {sleeper_leaf:.2f}"] * (sleeper_leaf <= 0.95 * idle)
     ticks = args.rate * args.seconds
     for name in ("spin-a", "spin-b"):
         held, wait = threads[name]["held"], threads[name]["wait"]

@@ -75,11 +75,12 @@ class TruthError(Exception):
     """bpftrace cannot trace this target (not root, no symbols, bpftrace missing)."""
 
 
-def _has_gil_symbols(path: str) -> bool:
-    """take_gil and drop_gil are in `path`'s symbol table, or in its separate debug file
-    (a distribution's stripped binary with its debug-symbol package installed: Debian's
-    python3.11-dbg holds /usr/bin/python3.11's, found by build id; bpftrace looks there
-    too)."""
+def gil_symbols(path: str) -> dict[str, str] | None:
+    """take_gil's and drop_gil's names in `path`'s symbol table, or in its separate debug
+    file (a distribution's stripped binary with its debug-symbol package installed:
+    Debian's python3.11-dbg holds /usr/bin/python3.11's, found by build id, where bpftrace
+    looks too). An LTO build names them with a suffix (`take_gil.lto_priv.0`, Debian's
+    3.11): the name as the table has it. None when neither file has both."""
     nm = shutil.which("nm")
     if nm is None:
         raise TruthError("nm (binutils) is needed to find take_gil/drop_gil")
@@ -87,10 +88,19 @@ def _has_gil_symbols(path: str) -> bool:
         if not candidate:
             continue
         out = subprocess.run([nm, candidate], capture_output=True, text=True, check=False)
-        names = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
-        if {"take_gil", "drop_gil"} <= names:
-            return True
-    return False
+        found: dict[str, str] = {}
+        for line in out.stdout.splitlines():
+            name = line.split()[-1] if line.strip() else ""
+            base = name.split(".", 1)[0]
+            if base in ("take_gil", "drop_gil") and (base not in found or name == base):
+                found[base] = name
+        if len(found) == 2:
+            return found
+    return None
+
+
+def _has_gil_symbols(path: str) -> bool:
+    return gil_symbols(path) is not None
 
 
 def debug_file(path: str) -> str | None:
@@ -130,7 +140,12 @@ def gil_binary(pid: int) -> str:
     raise TruthError(f"PID {pid}: no take_gil/drop_gil symbol in {', '.join(candidates)}")
 
 
-def bpftrace_program(pid: int, binary: str, sched: bool = False) -> str:
+def bpftrace_program(
+    pid: int, binary: str, sched: bool = False, names: dict[str, str] | None = None
+) -> str:
+    """`names`: take_gil's and drop_gil's names in the binary's symbols, where they differ
+    (gil_symbols); a name with a dot is quoted for bpftrace."""
+    names = names or {}
     probes = []
     if sched:
         # A thread switched out in a state other than TASK_RUNNING (0) sleeps until it is
@@ -151,8 +166,10 @@ def bpftrace_program(pid: int, binary: str, sched: bool = False) -> str:
         ("uprobe", "drop_gil", DROP),
         ("uretprobe", "drop_gil", DROPPED),
     ):
+        symbol = names.get(function, function)
+        symbol = f'"{symbol}"' if "." in symbol else symbol
         probes.append(
-            f'{probe}:{binary}:{function} /pid == {pid}/ {{ printf("{kind} %d %llu\\n", '
+            f'{probe}:{binary}:{symbol} /pid == {pid}/ {{ printf("{kind} %d %llu\\n", '
             "tid, nsecs); }"
         )
     begin = 'BEGIN { printf("ready %llu\\n", nsecs); }'
@@ -175,6 +192,7 @@ class GilTrace:
         self.pid = pid
         self.sched = sched
         self.binary = binary or gil_binary(pid)
+        self.names = gil_symbols(self.binary) or {}
         self._out: IO[str] | None = None
         self._proc: subprocess.Popen[str] | None = None
         self.events: list[Event] = []
@@ -203,7 +221,7 @@ class GilTrace:
         # O_APPEND: bpftrace shares this file's offset, which the ready check moves to read
         self._out = tempfile.TemporaryFile("a+")  # noqa: SIM115 (closed in stop)
         self._proc = subprocess.Popen(
-            ["bpftrace", "-e", bpftrace_program(self.pid, self.binary, self.sched)],
+            ["bpftrace", "-e", bpftrace_program(self.pid, self.binary, self.sched, self.names)],
             stdout=self._out,
             stderr=subprocess.PIPE,
             text=True,
