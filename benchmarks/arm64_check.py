@@ -206,12 +206,15 @@ def check_contend(tmp: Path, args: argparse.Namespace) -> dict:
         if args.truth:
             sys.path.insert(0, str(ROOT / "benchmarks"))
             import uprobe_truth
-            from uprobe_truth import TruthError, start_trace
+            from uprobe_truth import GilTrace, TruthError
 
             uprobe_truth.READY_TIMEOUT_S = 600.0  # bpftrace compiles its program emulated
 
             try:
-                trace = start_trace(proc.pid)
+                # Debian's LTO build inlines drop_gil into PyEval_SaveThread (gdb: its code
+                # calls pthread_cond_signal itself), which time.sleep and zlib release by
+                trace = GilTrace(proc.pid, also_drop=("PyEval_SaveThread",))
+                trace.start()
             except TruthError as exc:
                 truth = {"error": str(exc)}
         t0 = time.monotonic()

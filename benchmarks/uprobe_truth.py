@@ -141,10 +141,16 @@ def gil_binary(pid: int) -> str:
 
 
 def bpftrace_program(
-    pid: int, binary: str, sched: bool = False, names: dict[str, str] | None = None
+    pid: int,
+    binary: str,
+    sched: bool = False,
+    names: dict[str, str] | None = None,
+    also_drop: tuple[str, ...] = (),
 ) -> str:
     """`names`: take_gil's and drop_gil's names in the binary's symbols, where they differ
-    (gil_symbols); a name with a dot is quoted for bpftrace."""
+    (gil_symbols); a name with a dot is quoted for bpftrace. `also_drop`: functions that
+    contain drop_gil inlined (an LTO build: Debian's 3.11 inlines it into
+    PyEval_SaveThread, which every Py_BEGIN_ALLOW_THREADS calls), traced as drop_gil."""
     names = names or {}
     probes = []
     if sched:
@@ -161,6 +167,7 @@ def bpftrace_program(
             f'printf("{SWITCHED_IN} %d %llu\\n", args->next_pid, nsecs); }}',
         ]
     for probe, function, kind in (
+        *((p, f, k) for f in also_drop for p, k in (("uprobe", DROP), ("uretprobe", DROPPED))),
         ("uprobe", "take_gil", TAKE),
         ("uretprobe", "take_gil", TAKEN),
         ("uprobe", "drop_gil", DROP),
@@ -184,7 +191,13 @@ class GilTrace:
     truth = trace.truth(t0, t1)
     """
 
-    def __init__(self, pid: int, binary: str | None = None, sched: bool = False) -> None:
+    def __init__(
+        self,
+        pid: int,
+        binary: str | None = None,
+        sched: bool = False,
+        also_drop: tuple[str, ...] = (),
+    ) -> None:
         if shutil.which("bpftrace") is None:
             raise TruthError("bpftrace is not installed (apt-get install bpftrace)")
         if os.geteuid() != 0:
@@ -193,6 +206,7 @@ class GilTrace:
         self.sched = sched
         self.binary = binary or gil_binary(pid)
         self.names = gil_symbols(self.binary) or {}
+        self.also_drop = also_drop
         self._out: IO[str] | None = None
         self._proc: subprocess.Popen[str] | None = None
         self.events: list[Event] = []
@@ -221,7 +235,11 @@ class GilTrace:
         # O_APPEND: bpftrace shares this file's offset, which the ready check moves to read
         self._out = tempfile.TemporaryFile("a+")  # noqa: SIM115 (closed in stop)
         self._proc = subprocess.Popen(
-            ["bpftrace", "-e", bpftrace_program(self.pid, self.binary, self.sched, self.names)],
+            [
+                "bpftrace",
+                "-e",
+                bpftrace_program(self.pid, self.binary, self.sched, self.names, self.also_drop),
+            ],
             stdout=self._out,
             stderr=subprocess.PIPE,
             text=True,
