@@ -43,43 +43,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VM = ROOT.parent / "shared" / "tools" / "arm64-vm"
-GUEST_TREE, GUEST_VENV = "/root/gilprof-src", "/root/gilprof-venv"
 TARGET = "/usr/bin/python3.11"  # Debian's python3 in the guest
 
-CONTEND = r"""
-import json, sys, threading, time
-def sleeper():
-    while True: time.sleep(0.25)
-def spin():
-    x = 0
-    while True: x += 1
-for name, fn in (("sleeper", sleeper), ("spin-a", spin), ("spin-b", spin)):
-    threading.Thread(target=fn, name=name, daemon=True).start()
-time.sleep(0.5)
-ids = {t.name: t.native_id for t in threading.enumerate() if t.name != "MainThread"}
-open(sys.argv[1] + ".tmp", "w").write(json.dumps(ids))
-import os; os.replace(sys.argv[1] + ".tmp", sys.argv[1])
-threading.Event().wait()
-"""
-
-NATIVE = r"""
-import json, os, sys, threading, time, zlib
-def waiter(): threading.Event().wait()
-def spin():
-    x = 0
-    while True: x += 1
-data = os.urandom(1 << 21) + bytes(1 << 21)
-def compress():
-    while True: zlib.compress(data, 6)
-for name, fn in (("waiter", waiter), ("spinner", spin), ("zlib", compress)):
-    threading.Thread(target=fn, name=name, daemon=True).start()
-time.sleep(0.5)
-ids = {t.name: t.native_id for t in threading.enumerate() if t.name != "MainThread"}
-open(sys.argv[1] + ".tmp", "w").write(json.dumps(ids))
-os.replace(sys.argv[1] + ".tmp", sys.argv[1])
-threading.Event().wait()
-"""
+WORKLOADS = ROOT / "tests" / "integration" / "workloads"
+CONTEND = str(WORKLOADS / "sleep_and_spin.py")
+NATIVE = str(WORKLOADS / "zlib_beside_spinner.py")
 
 
 # -- inside the guest ---------------------------------------------------------------------
@@ -169,15 +137,14 @@ def _spawn(
     code_or_path: str, tmp: Path, name: str, python: str = TARGET
 ) -> tuple[subprocess.Popen[bytes], dict]:
     idfile = tmp / f"{name}.ids"
-    argv = [python, code_or_path] if code_or_path.endswith(".py") else [python, "-c", code_or_path]
-    proc = subprocess.Popen([*argv, str(idfile)])
+    proc = subprocess.Popen([python, code_or_path, str(idfile)])
     text = _wait_file(idfile, 120)
     ids = json.loads(text) if text.strip().startswith("{") else {}
     return proc, ids
 
 
 def check_holds(tmp: Path, args: argparse.Namespace, python: str = TARGET) -> dict:
-    workload = str(ROOT / "tests" / "integration" / "workloads" / "gil_states.py")
+    workload = str(WORKLOADS / "gil_states.py")
     proc, _ = _spawn(workload, tmp, "holds", python)
     try:
         time.sleep(2)
@@ -299,7 +266,7 @@ def check_native(tmp: Path, args: argparse.Namespace) -> dict:
 
 def check_loop(shape: str, tmp: Path, args: argparse.Namespace) -> dict:
     log, err = tmp / f"{shape}.log", tmp / f"{shape}.err"
-    workload = ROOT / "tests" / "integration" / "workloads" / "overlap_loop.py"
+    workload = WORKLOADS / "overlap_loop.py"
     with open(err, "wb") as handle:
         proc = subprocess.Popen(
             [
@@ -417,59 +384,6 @@ def inside(args: argparse.Namespace) -> int:
     )
 
 
-# -- on the host ----------------------------------------------------------------------------
-
-
-def vm(*argv: str, timeout: float = 1800, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VM), *argv], text=True, timeout=timeout, check=check)
-
-
-def host(args: argparse.Namespace) -> int:
-    if subprocess.run([str(VM), "status"], capture_output=True, check=False).returncode != 0:
-        vm("start", timeout=1200)
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout.split(b"\0")  # fmt: skip
-    with tempfile.TemporaryDirectory() as tmp:
-        tarball = Path(tmp) / "gilprof-src.tgz"
-        listing = Path(tmp) / "files"
-        listing.write_bytes(b"\n".join(f for f in files if f and (ROOT / f.decode()).exists()))
-        subprocess.run(
-            ["tar", "czf", str(tarball), "-C", str(ROOT), "-T", str(listing)], check=True
-        )
-        vm("copy-in", str(tarball), "/root/gilprof-src.tgz")
-    started = time.monotonic()
-    setup = (
-        f"rm -rf {GUEST_TREE} && mkdir -p {GUEST_TREE} && tar xzf /root/gilprof-src.tgz -C {GUEST_TREE}"
-        f" && (test -x {GUEST_VENV}/bin/python || python3 -m venv {GUEST_VENV})"
-        f" && {GUEST_VENV}/bin/pip install -q {GUEST_TREE}"
-    )
-    if args.truth:
-        setup += (
-            " && (dpkg -s python3.11-dbg binutils >/dev/null 2>&1 || (apt-get update -qq"
-            " && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq binutils python3.11-dbg))"
-        )
-    vm("run", setup, timeout=3600)
-    install_s = time.monotonic() - started
-    print(f"[arm64-check] installed in the guest in {install_s:.0f} s", flush=True)
-    command = (
-        f"cd /tmp && {GUEST_VENV}/bin/python {GUEST_TREE}/benchmarks/arm64_check.py --inside"
-        f" --rate {args.rate} --seconds {args.seconds} --checks {args.checks}"
-        f" --out /root/arm64-check.json"
-        + ("" if args.truth else " --no-truth")
-        + (" --no-realtime" if args.extra else "")
-    )
-    status = vm("run", command, timeout=7200, check=False).returncode
-    with tempfile.TemporaryDirectory() as tmp:
-        vm("copy-out", "/root/arm64-check.json", f"{tmp}/r.json")
-        results = json.loads(Path(f"{tmp}/r.json").read_text())
-    results["install_s"] = round(install_s, 1)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-    return status
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=25, help="Hz (default 25: emulation)")
@@ -483,7 +397,12 @@ def main() -> int:
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="/root/arm64-check.json", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    return inside(args) if args.inside else host(args)
+    if args.inside:
+        return inside(args)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from arm64_install import host
+
+    return host(args)
 
 
 if __name__ == "__main__":
