@@ -75,13 +75,53 @@ class TruthError(Exception):
     """bpftrace cannot trace this target (not root, no symbols, bpftrace missing)."""
 
 
-def _has_gil_symbols(path: str) -> bool:
+def gil_symbols(path: str) -> dict[str, str] | None:
+    """take_gil's and drop_gil's names in `path`'s symbol table, or in its separate debug
+    file (a distribution's stripped binary with its debug-symbol package installed:
+    Debian's python3.11-dbg holds /usr/bin/python3.11's, found by build id, where bpftrace
+    looks too). An LTO build names them with a suffix (`take_gil.lto_priv.0`, Debian's
+    3.11): the name as the table has it. None when neither file has both."""
     nm = shutil.which("nm")
     if nm is None:
         raise TruthError("nm (binutils) is needed to find take_gil/drop_gil")
-    out = subprocess.run([nm, path], capture_output=True, text=True, check=False).stdout
-    names = {line.split()[-1] for line in out.splitlines() if line.strip()}
-    return {"take_gil", "drop_gil"} <= names
+    for candidate in (path, debug_file(path)):
+        if not candidate:
+            continue
+        out = subprocess.run([nm, candidate], capture_output=True, text=True, check=False)
+        found: dict[str, str] = {}
+        for line in out.stdout.splitlines():
+            name = line.split()[-1] if line.strip() else ""
+            base = name.split(".", 1)[0]
+            if base in ("take_gil", "drop_gil") and (base not in found or name == base):
+                found[base] = name
+        if len(found) == 2:
+            return found
+    return None
+
+
+def _has_gil_symbols(path: str) -> bool:
+    return gil_symbols(path) is not None
+
+
+def debug_file(path: str) -> str | None:
+    """/usr/lib/debug/.build-id/XX/REST.debug for `path`'s GNU build id, if installed."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    at = data.find(b"GNU\0", 12, 1 << 16)  # a note's name, in the first pages
+    while at >= 12:
+        size = int.from_bytes(data[at - 8 : at - 4], "little")  # n_descsz
+        kind = int.from_bytes(data[at - 4 : at], "little")  # n_type
+        if kind == 3 and 8 <= size <= 64:  # NT_GNU_BUILD_ID
+            break
+        at = data.find(b"GNU\0", at + 4, 1 << 16)
+    else:
+        return None
+    build_id = data[at + 4 : at + 4 + size].hex()
+    found = f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
+    return found if os.path.exists(found) else None
 
 
 def gil_binary(pid: int) -> str:
@@ -100,7 +140,18 @@ def gil_binary(pid: int) -> str:
     raise TruthError(f"PID {pid}: no take_gil/drop_gil symbol in {', '.join(candidates)}")
 
 
-def bpftrace_program(pid: int, binary: str, sched: bool = False) -> str:
+def bpftrace_program(
+    pid: int,
+    binary: str,
+    sched: bool = False,
+    names: dict[str, str] | None = None,
+    also_drop: tuple[str, ...] = (),
+) -> str:
+    """`names`: take_gil's and drop_gil's names in the binary's symbols, where they differ
+    (gil_symbols); a name with a dot is quoted for bpftrace. `also_drop`: functions that
+    contain drop_gil inlined (an LTO build: Debian's 3.11 inlines it into
+    PyEval_SaveThread, which every Py_BEGIN_ALLOW_THREADS calls), traced as drop_gil."""
+    names = names or {}
     probes = []
     if sched:
         # A thread switched out in a state other than TASK_RUNNING (0) sleeps until it is
@@ -116,13 +167,16 @@ def bpftrace_program(pid: int, binary: str, sched: bool = False) -> str:
             f'printf("{SWITCHED_IN} %d %llu\\n", args->next_pid, nsecs); }}',
         ]
     for probe, function, kind in (
+        *((p, f, k) for f in also_drop for p, k in (("uprobe", DROP), ("uretprobe", DROPPED))),
         ("uprobe", "take_gil", TAKE),
         ("uretprobe", "take_gil", TAKEN),
         ("uprobe", "drop_gil", DROP),
         ("uretprobe", "drop_gil", DROPPED),
     ):
+        symbol = names.get(function, function)
+        symbol = f'"{symbol}"' if "." in symbol else symbol
         probes.append(
-            f'{probe}:{binary}:{function} /pid == {pid}/ {{ printf("{kind} %d %llu\\n", '
+            f'{probe}:{binary}:{symbol} /pid == {pid}/ {{ printf("{kind} %d %llu\\n", '
             "tid, nsecs); }"
         )
     begin = 'BEGIN { printf("ready %llu\\n", nsecs); }'
@@ -137,7 +191,13 @@ class GilTrace:
     truth = trace.truth(t0, t1)
     """
 
-    def __init__(self, pid: int, binary: str | None = None, sched: bool = False) -> None:
+    def __init__(
+        self,
+        pid: int,
+        binary: str | None = None,
+        sched: bool = False,
+        also_drop: tuple[str, ...] = (),
+    ) -> None:
         if shutil.which("bpftrace") is None:
             raise TruthError("bpftrace is not installed (apt-get install bpftrace)")
         if os.geteuid() != 0:
@@ -145,6 +205,8 @@ class GilTrace:
         self.pid = pid
         self.sched = sched
         self.binary = binary or gil_binary(pid)
+        self.names = gil_symbols(self.binary) or {}
+        self.also_drop = also_drop
         self._out: IO[str] | None = None
         self._proc: subprocess.Popen[str] | None = None
         self.events: list[Event] = []
@@ -173,7 +235,11 @@ class GilTrace:
         # O_APPEND: bpftrace shares this file's offset, which the ready check moves to read
         self._out = tempfile.TemporaryFile("a+")  # noqa: SIM115 (closed in stop)
         self._proc = subprocess.Popen(
-            ["bpftrace", "-e", bpftrace_program(self.pid, self.binary, self.sched)],
+            [
+                "bpftrace",
+                "-e",
+                bpftrace_program(self.pid, self.binary, self.sched, self.names, self.also_drop),
+            ],
             stdout=self._out,
             stderr=subprocess.PIPE,
             text=True,

@@ -110,6 +110,8 @@ _CLOCK = frozenset(
         "gettimeofday",
         "__vdso_clock_gettime",
         "__vdso_gettimeofday",
+        "__kernel_clock_gettime",  # aarch64's vDSO names them so
+        "__kernel_gettimeofday",
         "time_perf_counter",
         "time_monotonic",
         "time_time",

@@ -38,6 +38,7 @@ _SAMPLE_REGS_USER, _SAMPLE_STACK_USER = 1 << 12, 1 << 13
 # registers in bit order: x86_64 SP, IP; aarch64 LR, SP, PC.
 _CALLER_REGS = {"x86_64": (1 << 7) | (1 << 8), "aarch64": (1 << 30) | (1 << 31) | (1 << 32)}
 KERNEL_SPACE = 1 << 63  # instruction pointers at or above this are the kernel's
+AARCH64_USER_ADDRESS = (1 << 48) - 1  # user addresses of a 48-bit VA space, below PAC bits
 STACK_BYTES = 256  # of the user stack copied with each sample: a leaf's callers' addresses
 _DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
 _SAMPLE_ID_ALL, _USE_CLOCKID, _CONTEXT_SWITCH = 1 << 18, 1 << 25, 1 << 26
@@ -106,7 +107,10 @@ class CpuSample:
         stack = self.stack
         words = [int.from_bytes(stack[i : i + 8], "little") for i in range(0, len(stack) - 7, 8)]
         if len(self.registers) == 24:  # aarch64: LR first
-            return [int.from_bytes(self.registers[:8], "little"), *words]
+            # a return address saved by code built with pointer authentication carries its
+            # signature above the user address bits: strip it
+            lr = int.from_bytes(self.registers[:8], "little")
+            return [address & AARCH64_USER_ADDRESS for address in (lr, *words)]
         return words
 
 

@@ -1,4 +1,5 @@
-"""Where CPython keeps what the thread-state reader needs, per interpreter version (x86_64).
+"""Where CPython keeps what the thread-state reader needs, per interpreter version (LP64:
+x86_64 and aarch64; what differs between those is in arch.py).
 
 3.10-3.12 come from tables; each value was printed by `offsetof`/`sizeof` compiled against
 that version's own internal headers (Py_BUILD_CORE, pyenv 3.10.13 / 3.11.7 / 3.12.1 and
@@ -12,7 +13,9 @@ must then fit the live process (verify.py), so a patch release that changes the 
 order is refused, not misread. A version whose layout was not checked here gets no layout.
 
 The GIL struct (`_gil_runtime_state`: last_holder +8, locked +16, cond +32, mutex +80,
-switch_cond +120, switch_mutex +168, size 208) is the same in every version listed
+switch_cond +120, switch_mutex +168, size 208 on x86_64; aarch64's pthread_mutex_t is 8
+bytes longer, so switch_cond +128, switch_mutex +176, size 224: arch.py) is the same in
+every version listed
 (3.10-3.15; 3.13-3.15 also say so in their `_Py_DebugOffsets`, checked at attach).
 """
 
@@ -24,10 +27,13 @@ from dataclasses import dataclass
 GIL_LAST_HOLDER = 8
 GIL_LOCKED = 16
 GIL_COND = 32  # cond +32 and mutex +80: where a thread waits to take the GIL
-GIL_SWITCH = 120  # switch_cond +120 and switch_mutex +168: a dropper waits for the hand-off
+# x86_64's switch_cond +120 and switch_mutex +168 (a dropper waits there for the hand-off)
+# and size: they follow a pthread_mutex_t, whose size is the architecture's (arch.py)
+GIL_SWITCH = 120
 GIL_SIZE = 208
 OB_TYPE = 8
-# glibc x86_64: struct pthread's `tid` (3.10 keeps only the pthread_t of each thread)
+# glibc x86_64: struct pthread's `tid` (3.10 keeps only the pthread_t of each thread);
+# arch.py has each architecture's
 PTHREAD_TID = 0x2D0
 DEBUG_COOKIE = b"xdebugpy"
 

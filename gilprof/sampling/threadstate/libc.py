@@ -7,8 +7,9 @@ pthread_cond_wait in `__wrefs` (in steps of 8). glibc 2.25-2.40 keep `__wrefs` a
 at +36; Debian sid's 2.43, with two GIL waiters, read `0x12` at +28 (2 waiters) and
 `0x15` at +36 (a futex sequence word).
 
-Which glibc it is comes from the library's own symbol versions (a glibc defines
-GLIBC_2.2.5 on x86_64, and 2.41+ defines GLIBC_2.41), not from its file name; the attach
+Which glibc it is comes from the library's own symbol versions (a glibc defines its
+architecture's base version, GLIBC_2.2.5 on x86_64 and GLIBC_2.17 on aarch64, chosen by the
+library's ELF machine; 2.41+ defines GLIBC_2.41), not from its file name; the attach
 check (target._check_gil_waiters) then compares the count against the threads the kernel
 shows blocked, so a libc patched otherwise is refused rather than misread.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from gilprof.sampling.threadstate.arch import arch_of
 from gilprof.sampling.threadstate.elf import ElfError, read_symbols
 from gilprof.sampling.threadstate.namespaces import MappedFile, readable_path
 
@@ -37,9 +39,10 @@ def cond_wrefs(pid: int, files: Mapping[str, MappedFile]) -> int:
         if not os.path.basename(path).startswith("libc"):
             continue
         try:
-            versions = read_symbols(readable_path(pid, files[path]), ()).versions
+            symbols = read_symbols(readable_path(pid, files[path]), ())
         except ElfError:
             continue
-        if "GLIBC_2.2.5" in versions:
+        arch, versions = arch_of(symbols.machine), symbols.versions
+        if arch is not None and arch.glibc_base_version in versions:
             return COND_WREFS_241 if "GLIBC_2.41" in versions else COND_WREFS
     return COND_WREFS  # a static glibc: the attach check decides whether it reads right

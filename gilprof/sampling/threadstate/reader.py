@@ -37,6 +37,7 @@ from gilprof.native_classes import (
 )
 from gilprof.sampling.native.locator import NativeLocator
 from gilprof.sampling.native.perf import PerfRefused
+from gilprof.sampling.threadstate.arch import X86_64, Arch
 from gilprof.sampling.threadstate.syscalls import (
     GIL_SWITCH_WAIT,
     GIL_WAIT,
@@ -92,8 +93,11 @@ def _idle_frames(activity: Activity) -> tuple[Frame, ...]:
 
 
 class StateReader:
+    arch: Arch = X86_64  # the target's system call numbers and GIL struct
+
     def __init__(self, interpreter: Interpreter, rate_hz: float, seed: int | None = None) -> None:
         self.interpreter = interpreter
+        self.arch = interpreter.located.arch
         self.period = 1.0 / rate_hz
         self.files = SyscallFiles(interpreter.pid)
         self.random = random.Random(seed)
@@ -224,7 +228,7 @@ class StateReader:
             self._refresh_threads(now, soon=True)
             if holder not in self.threads:
                 out.holder_unknown += 1
-        gil = interpreter.gil
+        gil, arch = interpreter.gil, self.arch
         states: dict[int, ThreadState] = {}
         activities: dict[int, Activity] = {}
         running: list[int] = []
@@ -235,7 +239,7 @@ class StateReader:
             if text is None:
                 continue
             texts[tid] = text
-            activity = activities[tid] = classify(text, gil)
+            activity = activities[tid] = classify(text, gil, arch)
             if activity.kind in (GIL_WAIT, GIL_SWITCH_WAIT):
                 states[tid] = ThreadState.WAITING
                 out.gil_waits_seen += 1

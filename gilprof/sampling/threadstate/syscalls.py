@@ -4,8 +4,8 @@ The kernel prints `running` for a thread on a CPU or runnable, or the number of 
 call a blocked thread sits in with its six arguments (then its stack and instruction
 pointers), or `-1 SP PC` for one blocked outside a system call. Reading it never stops the
 thread (the reader waits until a blocked thread is off its CPU and copies its saved
-registers). Numbers are the architecture's own: this table is x86_64's, the only one
-verified here (aarch64 numbers differ: futex is 98 there).
+registers). Numbers are the architecture's own (futex is 202 on x86_64, 98 on aarch64), and
+so is the GIL struct's size: both come from the target's table (arch.py).
 """
 
 from __future__ import annotations
@@ -13,17 +13,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gilprof.sampling.threadstate.layout import GIL_COND, GIL_SIZE, GIL_SWITCH
+from gilprof.sampling.threadstate.arch import X86_64, X86_64_NAMES, Arch
+from gilprof.sampling.threadstate.layout import GIL_COND
 
-FUTEX = 202
-X86_64_NAMES = {
-    0: "read", 1: "write", 7: "poll", 16: "ioctl", 17: "pread64", 19: "readv", 20: "writev",
-    23: "select", 24: "sched_yield", 34: "pause", 35: "nanosleep", 42: "connect",
-    43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 61: "wait4",
-    72: "fcntl", 128: "rt_sigtimedwait", 130: "rt_sigsuspend", 202: "futex",
-    230: "clock_nanosleep", 232: "epoll_wait", 247: "waitid", 270: "pselect6", 271: "ppoll",
-    281: "epoll_pwait", 288: "accept4", 299: "recvmmsg", 441: "epoll_pwait2",
-}  # fmt: skip
+__all__ = ["FUTEX", "X86_64_NAMES", "Activity", "SyscallFiles", "classify"]
+
+FUTEX = X86_64.futex  # x86_64's, kept for callers that name it
 
 RUNNING = "running"
 GIL_WAIT = "gil-wait"  # futex on the GIL's cond/mutex: waiting to take it
@@ -38,17 +33,18 @@ class Activity:
 
 
 _RUNNING = Activity(RUNNING)
-GIL_COND_END = 80  # gil+32..80 is the condition variable, gil+80..120 the mutex
+GIL_COND_END = 80  # gil+32..80 is the condition variable; the mutex follows
 _WAIT_COND = Activity(GIL_WAIT, "cond")  # in pthread_cond_wait: counted in its __wrefs
 _WAIT_MUTEX = Activity(GIL_WAIT, "mutex")
-_SWITCH = Activity(GIL_SWITCH_WAIT, "cond")  # switch_cond (+120) or switch_mutex (+168)
+_SWITCH = Activity(GIL_SWITCH_WAIT, "cond")  # switch_cond or switch_mutex (arch.py)
 _SWITCH_MUTEX = Activity(GIL_SWITCH_WAIT, "mutex")
 _OUTSIDE = Activity(OUTSIDE_SYSCALL)
-_SYSCALLS: dict[int, Activity] = {}
+_SYSCALLS: dict[tuple[int, int], Activity] = {}
 
 
-def classify(text: bytes, gil: int) -> Activity:
-    """One read of the syscall file, given the GIL struct's address."""
+def classify(text: bytes, gil: int, arch: Arch = X86_64) -> Activity:
+    """One read of the syscall file, given the GIL struct's address and the target's
+    architecture (its system call numbers and GIL struct)."""
     if text.startswith(b"running"):
         return _RUNNING
     fields = text.split()
@@ -60,21 +56,20 @@ def classify(text: bytes, gil: int) -> Activity:
         return _OUTSIDE
     if number < 0:
         return _OUTSIDE
-    if number == FUTEX and len(fields) > 1:
+    if number == arch.futex and len(fields) > 1:
         address = int(fields[1], 16)
         if gil + GIL_COND <= address < gil + GIL_COND_END:
             return _WAIT_COND
-        if gil + GIL_COND_END <= address < gil + GIL_SWITCH:
+        if gil + GIL_COND_END <= address < gil + arch.gil_switch:
             return _WAIT_MUTEX
-        if gil + GIL_SWITCH <= address < gil + GIL_SWITCH + 48:
+        if gil + arch.gil_switch <= address < gil + arch.gil_switch_mutex:
             return _SWITCH
-        if gil + GIL_SWITCH + 48 <= address < gil + GIL_SIZE:
+        if gil + arch.gil_switch_mutex <= address < gil + arch.gil_size:
             return _SWITCH_MUTEX
-    activity = _SYSCALLS.get(number)
+    key = (arch.machine, number)
+    activity = _SYSCALLS.get(key)
     if activity is None:
-        activity = _SYSCALLS[number] = Activity(
-            "syscall", X86_64_NAMES.get(number, f"syscall {number}")
-        )
+        activity = _SYSCALLS[key] = Activity("syscall", arch.syscall_name(number))
     return activity
 
 

@@ -10,20 +10,18 @@ a one-line refusal, never a number.
 from __future__ import annotations
 
 import os
-import platform
 import re
 import struct
 from dataclasses import dataclass
 
 from gilprof.model import Frame
+from gilprof.sampling.threadstate.arch import X86_64, Arch, arch_of
 from gilprof.sampling.threadstate.elf import ElfError, read_symbols
 from gilprof.sampling.threadstate.layout import (
     DEBUG_OFFSETS_SIZE,
     GIL_COND,
     GIL_LAST_HOLDER,
-    GIL_SWITCH,
     OB_TYPE,
-    PTHREAD_TID,
     Layout,
     LayoutError,
     debug_offsets_layout,
@@ -59,7 +57,6 @@ __all__ = [
 MAX_THREADS = 4096
 MAX_DEPTH = 128  # frames read per stack; deeper stacks keep their innermost MAX_DEPTH
 _MAX_NAME = 1024
-_X86_64 = 62
 _SYMBOLS = ("_PyRuntime", "PyCode_Type", "Py_Version")
 
 
@@ -80,6 +77,7 @@ class Located:
     # where its libc's pthread_cond_t counts its waiters (libc.py); a woken waiter is
     # counted until pthread_cond_wait returns
     cond_wrefs: int = 36
+    arch: Arch = X86_64  # the target's architecture, by the ELF e_machine of that file
 
 
 def _mapped_files(pid: int) -> dict[str, MappedFile]:
@@ -91,6 +89,18 @@ def _mapped_files(pid: int) -> dict[str, MappedFile]:
         raise StatesUnavailable(f"PID {pid}: no such process") from None
     except PermissionError:
         raise StatesUnavailable(f"PID {pid}: no permission to read its memory map") from None
+
+
+def target_arch(path: str, machine: int) -> Arch:
+    """The tables for the architecture `path` (the file exporting `_PyRuntime`) was built
+    for, by its ELF e_machine; a one-line refusal for one without them."""
+    arch = arch_of(machine)
+    if arch is None:
+        raise StatesUnavailable(
+            f"{path}: built for ELF machine {machine}, and the thread-state layout is known "
+            "for x86_64 and aarch64 only"
+        )
+    return arch
 
 
 def locate(pid: int, memory: TargetMemory) -> Located:
@@ -120,11 +130,7 @@ def locate(pid: int, memory: TargetMemory) -> Located:
         code_type = symbols.address("PyCode_Type", base)
         if runtime is None or code_type is None:
             continue
-        if symbols.machine != _X86_64:
-            raise StatesUnavailable(
-                f"{platform.machine() or 'this architecture'}: the thread-state layout is "
-                "verified on x86_64 only"
-            )
+        arch = target_arch(path, symbols.machine)
         version_at = symbols.address("Py_Version", base)
         version = None
         if version_at is not None:
@@ -132,7 +138,7 @@ def locate(pid: int, memory: TargetMemory) -> Located:
                 version = int(struct.unpack("<I", memory.read(version_at, 4))[0])
             except MemoryReadError:
                 version = None
-        return Located(path, runtime, code_type, version, cond_wrefs(pid, files))
+        return Located(path, runtime, code_type, version, cond_wrefs(pid, files), arch)
     # a process just exec'd may not have mapped libpython yet: the caller tries again
     if unreadable:  # the cause is the file, not the process (waiting would not help)
         raise StatesUnavailable(f"PID {pid}: no CPython runtime found ({unreadable[0]})")
@@ -227,7 +233,7 @@ class Interpreter:
         if lay.tstate_native_thread_id is not None:
             return int(struct.unpack("<q", mem.read(tstate + lay.tstate_native_thread_id, 8))[0])
         pthread = mem.pointer(tstate + lay.tstate_thread_id)
-        return mem.int32(pthread + PTHREAD_TID) if pthread else 0
+        return mem.int32(pthread + self.located.arch.pthread_tid) if pthread else 0
 
     # -- per tick -------------------------------------------------------------------------
     def holder(self) -> tuple[int, int | None]:
@@ -240,11 +246,12 @@ class Interpreter:
         condition variables: cond, where takers wait, and switch_cond, where a dropper
         waits for the hand-off), in one read of the GIL struct."""
         wrefs = self.located.cond_wrefs
-        end = GIL_SWITCH + wrefs + 4
+        switch = self.located.arch.gil_switch
+        end = switch + wrefs + 4
         raw = self.memory.read(self.gil + GIL_LAST_HOLDER, end - GIL_LAST_HOLDER)
         last, locked = struct.unpack_from("<Qi", raw)
         waiters = 0
-        for cond in (GIL_COND, GIL_SWITCH):
+        for cond in (GIL_COND, switch):
             at = cond + wrefs - GIL_LAST_HOLDER
             waiters += int.from_bytes(raw[at : at + 4], "little") >> 3
         if locked != 1 or not last:

@@ -91,12 +91,13 @@ def _check_gil_waiters(
     a layout (or a libc) that reads them wrong disagrees at most looks. A target with no
     waiter passes trivially: the reader keeps checking at every tick (reader.py)."""
     files = SyscallFiles(interpreter.pid)
+    arch = interpreter.located.arch
     wrong = 0
     try:
         for _ in range(WAITER_LOOKS):
             blocked = 0
             for tid in threads:
-                activity = classify(files.read(tid) or b"", interpreter.gil)
+                activity = classify(files.read(tid) or b"", interpreter.gil, arch)
                 in_gil_cond = activity.kind in (GIL_WAIT, GIL_SWITCH_WAIT)
                 blocked += in_gil_cond and activity.syscall == "cond"
             try:
@@ -129,7 +130,7 @@ def _check_own_gil_flags(
     a thread the kernel shows blocked on the GIL's condition variable or mutex has
     requested it. Both flags read 0 or 1. The GIL changes hands between the reads of one
     look, so a look may disagree; a layout that reads the wrong words disagrees at most."""
-    lay, mem = interpreter.layout, interpreter.memory
+    lay, mem, arch = interpreter.layout, interpreter.memory, interpreter.located.arch
     assert lay.tstate_holds_gil is not None and lay.tstate_gil_requested is not None
     files = SyscallFiles(interpreter.pid)
     wrong = 0
@@ -156,7 +157,7 @@ def _check_own_gil_flags(
             waiting = [
                 tid
                 for tid in threads
-                if classify(files.read(tid) or b"", interpreter.gil) == _COND_WAIT
+                if classify(files.read(tid) or b"", interpreter.gil, arch) == _COND_WAIT
             ]
             holder_disagrees = locked == 1 and holder in flags and flags[holder][0] != 1
             waiter_disagrees = any(flags[tid][1] != 1 for tid in waiting)
