@@ -147,7 +147,7 @@ def interpreter_class(function: str | None) -> NativeClass:
     hand-off in a GIL function or where the function is not known (a stripped build:
     take_gil is a local symbol), host-side otherwise (the thread was sampled running
     Python, and has released the GIL since)."""
-    if function is None or function.split(".", 1)[0] in GIL_FUNCTIONS or function in GIL_FUNCTIONS:
+    if function is None or function.split(".", 1)[0] in GIL_FUNCTIONS:
         return NativeClass.GIL
     return NativeClass.HOST
 

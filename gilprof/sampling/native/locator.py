@@ -43,6 +43,7 @@ from gilprof.native_classes import (
 )
 from gilprof.sampling.native.perf import SWITCH_BLOCKED, CpuSample, CpuSampler
 from gilprof.sampling.native.symbols import FunctionSymbols, read_function_symbols
+from gilprof.sampling.threadstate.namespaces import parse_maps, readable_path
 
 PERIOD_NS = 1_000_000  # one sample per ms of a thread's CPU time
 NEAREST_NS = 3 * PERIOD_NS // 2
@@ -96,12 +97,22 @@ class _Mappings:
 
 
 class _Symbols:
-    """Function symbols per mapped file, loaded in the background once per file."""
+    """Function symbols per mapped file, loaded in the background once per file. The file
+    is opened where the thread-state reader opens the target's files
+    (namespaces.readable_path: through the target's root, a chroot, map_files)."""
 
     def __init__(self, pid: int) -> None:
-        self.root = f"/proc/{pid}/root"
+        self.pid = pid
         self.loaded: dict[str, FunctionSymbols | None] = {}
         self._lock = threading.Lock()
+
+    def _readable(self, path: str) -> str:
+        try:
+            with open(f"/proc/{self.pid}/maps", encoding="utf-8", errors="replace") as handle:
+                mapped = parse_maps(handle.read()).get(path)
+        except OSError:
+            mapped = None
+        return f"/proc/{self.pid}/root{path}" if mapped is None else readable_path(self.pid, mapped)
 
     def name(self, path: str, file_offset: int) -> str | None:
         with self._lock:
@@ -110,22 +121,23 @@ class _Symbols:
                 self.loaded[path] = None
             table = self.loaded[path]
         if not known:
+            readable = self._readable(path)
             try:
-                small = os.path.getsize(self.root + path) < SYNC_LOAD_BYTES
+                small = os.path.getsize(readable) < SYNC_LOAD_BYTES
             except OSError:
                 return None
             if small:  # the C library and most extensions: at once, so clock reads are known
-                self._load(path)
+                self._load(readable, path)
                 return self.name(path, file_offset)
             threading.Thread(
-                target=self._load, args=(path,), name="gilprof-symbols", daemon=True
+                target=self._load, args=(readable, path), name="gilprof-symbols", daemon=True
             ).start()
             return None
         return table.name(file_offset) if table is not None else None
 
-    def _load(self, path: str) -> None:
+    def _load(self, readable: str, path: str) -> None:
         try:
-            table = read_function_symbols(self.root + path)
+            table = read_function_symbols(readable)
         except (OSError, ValueError):
             return  # named by its file only
         with self._lock:
@@ -385,10 +397,6 @@ class NativeLocator:
             cls = self.rules.library_class(library)
             self._classes[path] = cls
         return cls
-
-    @property
-    def lost(self) -> int:
-        return self.sampler.lost
 
     def close(self) -> None:
         self.sampler.close()

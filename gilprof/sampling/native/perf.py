@@ -44,7 +44,7 @@ _DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
 _SAMPLE_ID_ALL, _USE_CLOCKID, _CONTEXT_SWITCH = 1 << 18, 1 << 25, 1 << 26
 _CLOCK_MONOTONIC = 1
 _FLAG_FD_CLOEXEC = 8
-_RECORD_LOST, _RECORD_SAMPLE, _RECORD_SWITCH = 2, 9, 14
+_RECORD_SAMPLE, _RECORD_SWITCH = 9, 14  # a lost-samples record (2) is skipped by its length
 _MISC_SWITCH_OUT, _MISC_SWITCH_OUT_PREEMPT = 0x2000, 0x4000
 # A context switch of the thread, with sample_id_all's trailer (pid, tid, time)
 SWITCH_IN, SWITCH_PREEMPTED, SWITCH_BLOCKED = "in", "preempted", "blocked"
@@ -211,7 +211,6 @@ class ThreadEvent:
             errno = ctypes.get_errno()
             self.close()
             raise PerfRefused(_refusal(tid, errno))
-        self.lost = 0  # samples the kernel dropped for a full buffer
 
     def drain(self, out: list[CpuSample], switches: list[tuple[int, str]]) -> None:
         """Append each sample written since the last drain, and each context switch of the
@@ -253,8 +252,6 @@ class ThreadEvent:
                     switches.append((time_ns, SWITCH_PREEMPTED))
                 else:
                     switches.append((time_ns, SWITCH_BLOCKED))
-            elif kind == _RECORD_LOST and offset + 24 <= limit:
-                self.lost += int.from_bytes(data[offset + 16 : offset + 24], "little")
             offset += length
         buffer[_DATA_TAIL : _DATA_TAIL + 8] = head.to_bytes(8, "little")
 
@@ -288,7 +285,7 @@ class CpuSampler:
             try:
                 self.events[tid] = self._open(tid)
             except PerfRefused:
-                if not os.path.exists(f"/proc/self/task/{tid}") and not _thread_exists(tid):
+                if not _thread_exists(tid):
                     self.gone.add(tid)
                     continue
                 raise
@@ -302,10 +299,6 @@ class CpuSampler:
                     raise
                 self.kernel = False
         return ThreadEvent(tid, self.period_ns, kernel=False)
-
-    @property
-    def lost(self) -> int:
-        return sum(event.lost for event in self.events.values())
 
     def close(self) -> None:
         for event in self.events.values():
