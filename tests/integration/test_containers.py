@@ -173,15 +173,20 @@ def test_a_target_chrooted_in_a_mount_namespace_of_its_own(spawn, tmp_path):
     from .containers import sid_root
 
     sid_root()
-    pidfile = tmp_path / "pid"  # /tmp is bound into the chroot at its own path
-    spawn(
+    pidfile = tmp_path / "pid"  # /tmp and the repository are bound in at their own paths
+    target = spawn(
         [
             str(REPO / "benchmarks" / "sid-python3.14"),
             str(WORKLOADS / "gil_states.py"),
             str(pidfile),
         ]
     )
-    assert wait_for(lambda: pidfile.exists() and pidfile.read_text(), 20), "no PID file"
+    started = wait_for(
+        lambda: target.poll() is not None or (pidfile.exists() and pidfile.read_text()), 30
+    )
+    if target.poll() is not None:
+        pytest.fail(f"sid-python3.14 exited {target.returncode}: {target.stderr.read().decode()}")
+    assert started, "no PID file"
     pid = int(pidfile.read_text())
     out = tmp_path / "states.json"
     run = run_gilprof("attach", "--pid", str(pid), "-d", "2", "-q", "-o", str(out), timeout=60)
