@@ -69,6 +69,7 @@ class Prediction:
     line_fractions: tuple[tuple[str, float], ...]  # FUNC:LINE specs: their line's fraction
     note: str
     feeder_saving_ms: Estimate | None = None  # the device-feeding threads' time cut per step
+    device_given: bool = False  # device_ms came from --device-step-ms, not from the log
 
 
 def _callee(frames: Sequence[Frame], function: str) -> tuple[bool, str | None, int]:
@@ -112,10 +113,14 @@ def predict(
     steps: RankSteps,
     specs: Sequence[RemovalSpec],
     feeders: Sequence[int] = (),
+    device_step_ms: float | None = None,
 ) -> Prediction:
     """The predicted host step after removing `specs`' cost from the loop (see the module);
     `feeders`: the threads that launch the device work the loop waits for (its critical
-    path when the device paces the loop)."""
+    path when the device paces the loop); `device_step_ms`: the device's own step when it
+    is known from elsewhere (a trace, a simulator), the floor a host-paced step meets."""
+    if device_step_ms is not None and not (math.isfinite(device_step_ms) and device_step_ms > 0):
+        raise UsageError(f"--device-step-ms must be a positive number of ms, not {device_step_ms}")
     if not specs:
         raise UsageError("--what-if needs at least one function")
     loop_tid = verdict.loop.thread.tid
@@ -199,12 +204,20 @@ def predict(
             "not shorten the step until the host work is longer than the device or the slowest "
             f"peer's step ({period:.1f} ms)" + _unnamed_feeders(profile, others, period)
         )
+    elif device_step_ms is not None:
+        device = device_step_ms
+        note = (
+            f"host-bound, with the device's step known to be {device_step_ms:.1f} ms: each "
+            "logged step after is max(its host time - the saving, the device step), averaged "
+            "over the before log's steps (a step near the device step is often paced by it)"
+        )
     else:
         device = steps.device_step_ms.mean if steps.device_step_ms else None
         note = (
             "host-bound: the step follows the host work; under an overlap scheduler it shrinks "
             "to max(host after, device), and the device's own time is hidden while the host "
-            "paces the loop (the logged device step is dragged up to the host step)"
+            "paces the loop (the logged device step is dragged up to the host step): give it "
+            "with --device-step-ms when a trace or the GPU's own timeline shows it"
         )
     # The logged host step is the loop's period: P - S while the host paces the loop, and
     # P while the device does (the loop waits longer for it).
@@ -223,6 +236,8 @@ def predict(
         step_after = _floor(chain, min(period, host_after.value))
     elif device_paced:
         step_after = _floor(step_after, period)
+    elif device_step_ms is not None:
+        step_after = _per_step_floor(steps, saving, device_step_ms)
     step_saving = Estimate(
         period - step_after.value,
         period - step_after.high,
@@ -243,6 +258,7 @@ def predict(
         tuple((str(s), split.fraction) for s, split in splits.items()),
         note,
         feeder_saving,
+        device_given=not device_paced and device_step_ms is not None,
     )
 
 
@@ -309,6 +325,26 @@ def _unnamed_feeders(profile: Profile, others: dict[int, Saved], period: float) 
     )
 
 
+def _per_step_floor(steps: RankSteps, saving: Estimate, device_ms: float) -> Estimate:
+    """The mean over the logged steps of max(step - saving, device): a step's host time
+    varies around the mean, and each step waits for the slower of host and device, so a
+    mean host time after just under the device step still gives steps above it."""
+    hosts = list(steps.host_ms)
+
+    def mean_step(cut: float) -> float:
+        return math.fsum(max(h - cut, device_ms) for h in hosts) / len(hosts)
+
+    # d(mean step)/d(saving): the share of steps the host still paces
+    paced = sum(h - saving.value > device_ms for h in hosts) / len(hosts)
+    return Estimate(
+        mean_step(saving.value),
+        mean_step(saving.high),
+        mean_step(saving.low),
+        saving.stderr * paced,
+        saving.dof,
+    )
+
+
 def _floor(estimate: Estimate, floor: float) -> Estimate:
     """max(estimate, floor), bound by bound."""
     return Estimate(
@@ -326,9 +362,13 @@ def predict_each(
     steps: RankSteps,
     functions: Sequence[str],
     feeders: Sequence[int] = (),
+    device_step_ms: float | None = None,
 ) -> tuple[Prediction, ...]:
     """One prediction per function: the table "what removing each function's cost would save"."""
-    return tuple(predict(profile, verdict, steps, (RemovalSpec(f),), feeders) for f in functions)
+    return tuple(
+        predict(profile, verdict, steps, (RemovalSpec(f),), feeders, device_step_ms)
+        for f in functions
+    )
 
 
 def savings_table(
@@ -338,8 +378,9 @@ def savings_table(
     costs: LoopCosts,
     count: int = 8,
     feeders: Sequence[int] = (),
+    device_step_ms: float | None = None,
 ) -> tuple[Prediction, ...]:
     """The costliest functions one by one, leaving out the loop's own frames (functions in
     which the loop spends nearly all its time: removing them is removing the loop)."""
     names = [c.name for c in costs.functions if not costs.is_loop_frame(c)][:count]
-    return predict_each(profile, verdict, steps, names, feeders)
+    return predict_each(profile, verdict, steps, names, feeders, device_step_ms)

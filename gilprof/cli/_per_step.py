@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -16,14 +18,56 @@ from gilprof.errors import UsageError
 from gilprof.profile import Profile
 from gilprof.recipes import Recipe
 
-feeder_option = click.option(
-    "--feeder-thread",
-    "feeder_thread",
-    metavar="REGEX",
-    help="With --steps: the thread(s) that launch the device work the loop waits for: their "
-    "GIL waits per function join the costs, and a device-paced --what-if step shrinks by "
-    "their time the removal cuts (docs/per-step.md).",
-)
+
+@dataclass(frozen=True)
+class WhatIf:
+    """report's --what-if, --feeder-thread and --device-step-ms, as one request."""
+
+    functions: tuple[str, ...] = ()
+    feeder_thread: str | None = None
+    device_step_ms: float | None = None
+
+
+def what_if_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The three options, handed to `command` as one WhatIf named `what_if`."""
+
+    @click.option(
+        "--what-if",
+        "functions",
+        multiple=True,
+        metavar="FUNC[,FUNC]",
+        help="With --steps: the predicted host step if these functions' cost left the loop "
+        "(FUNC:LINE for one call site in FUNC; repeatable; docs/per-step.md).",
+    )
+    @click.option(
+        "--feeder-thread",
+        "feeder_thread",
+        metavar="REGEX",
+        help="With --steps: the thread(s) that launch the device work the loop waits for: "
+        "their GIL waits per function join the costs, and a device-paced --what-if step "
+        "shrinks by their time the removal cuts (docs/per-step.md).",
+    )
+    @click.option(
+        "--device-step-ms",
+        "device_step_ms",
+        type=float,
+        metavar="MS",
+        help="With --what-if: the device's own step time, when a trace (nsys, the PyTorch "
+        "profiler) or a simulator shows it. A host-bound log cannot (its device step is "
+        "dragged up to the host step), so without it a host-bound prediction holds only while "
+        "the host step after stays above the device's.",
+    )
+    @functools.wraps(command)
+    def with_what_if(
+        *args: Any,
+        functions: tuple[str, ...],
+        feeder_thread: str | None,
+        device_step_ms: float | None,
+        **kwargs: Any,
+    ) -> Any:
+        return command(*args, what_if=WhatIf(functions, feeder_thread, device_step_ms), **kwargs)
+
+    return with_what_if
 
 
 @dataclass(frozen=True)
@@ -41,14 +85,18 @@ class PerStep:
         choice: VerdictChoice,
         recipe: Recipe | None,
         watch: Sequence[str],
-        what_if: Sequence[str],
+        what_if: WhatIf,
         all_frames: bool,
-        feeder_thread: str | None = None,
     ) -> PerStep:
         """Nothing without a step log; else the verdict, the costs, the savings table and
         the --what-if prediction (when asked)."""
-        if feeder_thread and not steps_log:
+        if what_if.functions and not steps_log:
+            raise UsageError("--what-if needs --steps LOG: savings are in ms per step")
+        if what_if.feeder_thread and not steps_log:
             raise UsageError("--feeder-thread goes with --steps LOG: its waits are per step")
+        if what_if.device_step_ms is not None and not steps_log:
+            raise UsageError("--device-step-ms goes with --steps LOG: it bounds the step after")
+        feeder_thread, device_step_ms = what_if.feeder_thread, what_if.device_step_ms
         if not steps_log:
             return cls()
         steps = choice.steps(steps_log, profile)
@@ -58,11 +106,14 @@ class PerStep:
             profile, judged.loop.thread.tid, steps, all_frames=all_frames, feeders=feeders
         )
         predicted = (
-            predict(profile, judged, steps, parse_specs(what_if), feeders) if what_if else None
+            predict(profile, judged, steps, parse_specs(what_if.functions), feeders, device_step_ms)
+            if what_if.functions
+            else None
         )
-        return cls(
-            judged, costs, savings_table(profile, judged, steps, costs, feeders=feeders), predicted
+        savings = savings_table(
+            profile, judged, steps, costs, feeders=feeders, device_step_ms=device_step_ms
         )
+        return cls(judged, costs, savings, predicted)
 
 
 def find_threads(profile: Profile, pattern: str, option: str) -> tuple[int, ...]:

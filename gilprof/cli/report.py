@@ -15,7 +15,7 @@ from gilprof.cli._options import (
     watch_options,
 )
 from gilprof.cli._output import check_output, emit
-from gilprof.cli._per_step import PerStep, feeder_option
+from gilprof.cli._per_step import PerStep, WhatIf, what_if_options
 from gilprof.cli._recipe import recipe_option, watch_list
 from gilprof.cli._verdict import VerdictChoice, verdict_options
 from gilprof.errors import UsageError
@@ -33,15 +33,7 @@ from gilprof.renderers.report import ReportData
     "--steps", "steps_log", type=click.Path(), help="Iteration log: adds the host/device verdict."
 )
 @verdict_options
-@click.option(
-    "--what-if",
-    "what_if",
-    multiple=True,
-    metavar="FUNC[,FUNC]",
-    help="With --steps: the predicted host step if these functions' cost left the loop "
-    "(FUNC:LINE for one call site in FUNC; repeatable; docs/per-step.md).",
-)
-@feeder_option
+@what_if_options
 @click.option("--by-thread", is_flag=True, help="Attribute functions per thread.")
 @click.option("--thread", "thread_pattern", help="Only threads whose name matches this regex.")
 @click.option("--lines", is_flag=True, help="Break functions down by line.")
@@ -62,8 +54,7 @@ def command(
     all_frames: bool,
     steps_log: str | None,
     verdict: VerdictChoice,
-    what_if: tuple[str, ...],
-    feeder_thread: str | None,
+    what_if: WhatIf,
     by_thread: bool,
     thread_pattern: str | None,
     lines: bool,
@@ -123,11 +114,7 @@ def command(
         )
     # every thread's state was recorded: waits and blame are part of the answer
     contention = contention or has_spans(loaded)
-    if what_if and not steps_log:
-        raise UsageError("--what-if needs --steps LOG: savings are in ms per step")
-    per_step = PerStep.of(
-        loaded, steps_log, verdict, recipe, watched, what_if, all_frames, feeder_thread
-    )
+    per_step = PerStep.of(loaded, steps_log, verdict, recipe, watched, what_if, all_frames)
     attribution = attribute(
         loaded, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern, watch=watched
     )

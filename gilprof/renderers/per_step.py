@@ -50,6 +50,8 @@ def prediction_line(p: Prediction) -> str:
             else f"; overlap scheduler: max(host after, device {p.device_ms:.1f} ms) = "
             f"{max(p.host_after_ms.value, p.device_ms):.1f} ms"
             if p.device_paced and p.device_ms is not None
+            else f"; each step after max(its host time - saving, device {p.device_ms:.1f} ms)"
+            if p.device_given and p.device_ms is not None
             else ""
         )
     )
@@ -171,6 +173,7 @@ def prediction_dict(p: Prediction) -> dict[str, Any]:
         "step_saving_ms": _estimate(p.step_saving_ms),
         "device_ms": p.device_ms,
         "device_paced": p.device_paced,
+        "device_ms_given": p.device_given,
         "line_fractions": dict(p.line_fractions),
         "feeder_saving_ms": _estimate(p.feeder_saving_ms) if p.feeder_saving_ms else None,
         "note": p.note,

@@ -123,6 +123,13 @@ def test_predicted_saving_matches_the_measured_one(spawn, tmp_path, shape):
         noise = 1.96 * math.sqrt(se**2 + (half / 1.96) ** 2)
         print(f"  bound: 20% = {0.2 * measured:.2f} ms, 95% uncertainty = {noise:.2f} ms")
         assert abs(saving - measured) <= max(0.2 * measured, noise), (saving, measured, noise)
+        # the workload's own device step, given: far below every step after, it changes
+        # nothing, and the JSON says it was given
+        args = ["report", str(profile), "--steps", str(log_on), "--loop-thread", "step-loop"]
+        args += ["--what-if", "removable_work", "--device-step-ms", "2", "--format", "json"]
+        given = json.loads(gilprof_stdout(spawn, *args))["per_step"]["what_if"]
+        assert given["device_ms_given"] and given["device_ms"] == 2.0
+        assert given["step_saving_ms"]["value"] == pytest.approx(saving)
     else:
         assert predicted["device_paced"]
         assert abs(saving) <= 0.05 * period  # the prediction says ~0

@@ -111,6 +111,34 @@ def test_what_if_host_bound_saves_the_cost(host_steps):
     assert both.step_after_ms.value == pytest.approx(0.5 * step)
 
 
+def test_a_known_device_step_floors_each_step_after(host_steps):
+    """Steps of 42 +- 2 ms, f costs 30% of each: with the device's step given, each step
+    after is the slower of its host time less the saving and the device step."""
+    profile = states_profile([_window(0.3, 0.0) for _ in range(10)])
+    judged = _judge(profile, host_steps)
+    specs = parse_specs(["f"])
+    free = predict(profile, judged, host_steps, specs)
+    saving = free.saving_ms.value
+    assert free.step_after_ms.value == pytest.approx(host_steps.host_step_ms.mean - saving)
+    # a device step below every step after changes nothing
+    low = predict(profile, judged, host_steps, specs, device_step_ms=10.0)
+    assert low.step_after_ms.value == pytest.approx(free.step_after_ms.value)
+    assert low.device_given and low.device_ms == 10.0
+    # one inside the range of the steps after: the mean of the per-step maxima, which is
+    # above both the mean host time after and the device step
+    device = host_steps.host_step_ms.mean - saving
+    hosts = list(host_steps.host_ms)
+    expected = sum(max(h - saving, device) for h in hosts) / len(hosts)
+    floored = predict(profile, judged, host_steps, specs, device_step_ms=device)
+    assert floored.step_after_ms.value == pytest.approx(expected)
+    assert floored.step_after_ms.value > device + 0.1
+    assert floored.step_saving_ms.value == pytest.approx(host_steps.host_step_ms.mean - expected)
+    assert floored.step_after_ms.low <= floored.step_after_ms.value <= floored.step_after_ms.high
+    assert "device's step known" in floored.note
+    with pytest.raises(UsageError, match="--device-step-ms"):
+        predict(profile, judged, host_steps, specs, device_step_ms=0.0)
+
+
 def test_what_if_device_bound_saves_nothing(tmp_path):
     steps = rank_steps(str(steps_log(tmp_path / "d.log", 40.0, 38.0, n=60)), 0, 0)
     profile = states_profile([_window(0.2, 0.0, wait_s=0.6) for _ in range(10)])
