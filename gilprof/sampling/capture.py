@@ -385,9 +385,12 @@ def _capture_ranks(run: _Run) -> list[Profile]:
             folder, f"rank{'x' if target.rank is None else target.rank}-{target.pid}.json"
         )
 
-    results = run_sessions(  # streamed
-        targets, run.sampler, options, run.stop, output=path_of, on_message=observer.message
-    )
+    def session(target: Target) -> Profile:  # streamed
+        return run_session(
+            target, run.sampler, options, run.stop, output=path_of, on_message=observer.message
+        )
+
+    results = run_sessions(targets, session)
     profiles = []
     for target, result in zip(targets, results, strict=True):
         rank = "x" if target.rank is None else target.rank
