@@ -234,7 +234,7 @@ class FlightRecorder:
                     started = True
                     ticks, source = backend.ticks(result, settings)
                     ticks_sources.add(source)
-                    self.ring.add(result.t0, result.t1, ticks, result.samples, result.spans)
+                    self.ring.add(result, ticks)
                     if result.target_exited or not target_alive(pid):
                         ending = Trigger("exited", now(), f"PID {pid} exited")
             if until is not None and now() >= until and ending is None:
