@@ -23,7 +23,7 @@ from gilprof.cli._recipe import recipe_option, start_of
 from gilprof.recipes import Recipe
 from gilprof.renderers.live import LiveStatus
 from gilprof.sampling.capture import CaptureRequest, capture
-from gilprof.sampling.discover import Selection
+from gilprof.sampling.discover import Selection, TargetQuery
 
 
 @click.command("attach", cls=LaunchCommand, context_settings={"ignore_unknown_options": True})
@@ -128,11 +128,8 @@ def command(
         backend=backend,
         duration=duration,
         window_s=sampling.window,
-        pid=pid,
-        rank=rank,
+        wanted=TargetQuery(pid, rank, job, Selection(match, parent_match, role, rules)),
         ranks=ranks,
-        job=job,
-        selection=Selection(match, parent_match, role, rules),
         command=command,
         output=output,
         wait_timeout=wait_timeout,

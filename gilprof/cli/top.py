@@ -16,7 +16,7 @@ import click
 from gilprof.cli._options import SamplingChoice, backend_option, match_option, sampling_options
 from gilprof.renderers.top import TopView
 from gilprof.sampling.capture import CaptureRequest, capture
-from gilprof.sampling.discover import Selection
+from gilprof.sampling.discover import Selection, TargetQuery
 
 
 @contextmanager
@@ -84,9 +84,7 @@ def command(
             settings=sampling.settings,
             backend=backend,
             window_s=sampling.window,
-            pid=pid,
-            rank=rank,
-            selection=Selection(match),
+            wanted=TargetQuery(pid, rank, selection=Selection(match)),
             output=output or os.path.join(scratch, "top.json"),
         )
         view = TopView()

@@ -17,7 +17,7 @@ from gilprof.cli._options import (
 )
 from gilprof.cli._watch_console import WatchConsole, host_step_ms
 from gilprof.errors import UsageError
-from gilprof.sampling.discover import Selection
+from gilprof.sampling.discover import Selection, TargetQuery
 from gilprof.sampling.flight import RecorderOptions, WatchRequest, watch
 from gilprof.sampling.recorder import parse_seconds, parse_trigger, parse_until
 
@@ -116,10 +116,7 @@ def command(
     request = WatchRequest(
         options=options,
         backend=backend,
-        pid=pid,
-        rank=rank,
-        job=job,
-        selection=Selection(match, None, role, None),
+        wanted=TargetQuery(pid, rank, job, Selection(match, None, role, None)),
         keep_cmdline=keep_cmdline,
     )
     code = watch(request, WatchConsole(live=not quiet and sys.stderr.isatty()))

@@ -44,15 +44,16 @@ def _recipes_json(recipes: list[Recipe]) -> str:
 def _summary(recipe: Recipe) -> list[str]:
     target = recipe.target
     lines = [f"recipe {recipe.name} ({recipe.source}): valid", f"  {recipe.description}"]
-    where = [f"rank {target.rank}"]
-    if target.role:
-        where.append(f"role {target.role}")
-    if target.match:
-        where.append(f"cmdline ~ {target.match}")
-    if target.parent_match:
-        where.append(f"ancestor ~ {target.parent_match}")
-    if target.role_env:
-        where.append(f"role env {target.role_env}")
+    where = [f"rank {target.rank}"] + [
+        f"{label} {value}"
+        for label, value in (
+            ("role", target.role),
+            ("cmdline ~", target.match),
+            ("ancestor ~", target.parent_match),
+            ("role env", target.role_env),
+        )
+        if value
+    ]
     lines.append("target:   " + ", ".join(where))
     if target.threads:
         lines.append("threads:  " + ", ".join(target.threads))
@@ -90,12 +91,15 @@ def _summary(recipe: Recipe) -> list[str]:
     gate = recipe.gate
     if not gate.is_empty():
         budgets = [f"max_share {name} <= {pct:g}%" for name, pct in gate.max_share.items()]
-        if gate.max_utilization is not None:
-            budgets.append(f"max_utilization <= {gate.max_utilization:g}%")
-        if gate.max_host_step_p50_ms is not None:
-            budgets.append(f"host_step p50 <= {gate.max_host_step_p50_ms:g} ms")
-        if gate.max_regression is not None:
-            budgets.append(f"regression <= {gate.max_regression:g}%")
+        budgets += [
+            f"{label} <= {value:g}{unit}"
+            for label, value, unit in (
+                ("max_utilization", gate.max_utilization, "%"),
+                ("host_step p50", gate.max_host_step_p50_ms, " ms"),
+                ("regression", gate.max_regression, "%"),
+            )
+            if value is not None
+        ]
         lines.append("gate:     " + "; ".join(budgets))
     if recipe.lint_getters:
         lines.append("lint:     copying getters " + ", ".join(recipe.lint_getters))

@@ -33,9 +33,9 @@ from gilprof.sampling.backends import Backend, SamplerSettings, WindowResult, ge
 from gilprof.sampling.discover import (
     ProcessInfo,
     Selection,
+    TargetQuery,
     parse_rank_selection,
     resolve_ranks,
-    resolve_target,
 )
 from gilprof.sampling.launch import LaunchedJob
 from gilprof.sampling.processes import exit_status, python_version_of
@@ -130,11 +130,8 @@ class CaptureRequest:
     backend: str = "py-spy"
     duration: float | None = None
     window_s: float = DEFAULT_WINDOW_S
-    pid: int | None = None
-    rank: int | None = None
-    ranks: str | None = None
-    job: int | None = None
-    selection: Selection = field(default_factory=Selection)
+    wanted: TargetQuery = field(default_factory=TargetQuery)
+    ranks: str | None = None  # instead of one process, these ranks of `wanted`'s job
     command: tuple[str, ...] = ()
     output: str | None = None
     wait_timeout: float = 60.0
@@ -144,9 +141,9 @@ class CaptureRequest:
     def check(self) -> None:
         if self.start is not None and self.start.on_output is not None and not self.command:
             raise UsageError(NO_OUTPUT_TO_READ)
-        if self.command and self.pid is not None:
+        if self.command and self.wanted.pid is not None:
             raise UsageError("give either --pid or a command to launch, not both")
-        if self.ranks is not None and (self.pid is not None or self.rank is not None):
+        if self.ranks is not None and (self.wanted.pid is not None or self.wanted.rank is not None):
             raise UsageError("--ranks selects ranks itself; do not combine it with --pid or --rank")
 
 
@@ -309,9 +306,10 @@ def _launch(
 def _capture_one(run: _Run) -> Profile:
     request, launched, stop, observer = run.request, run.launched, run.stop, run.observer
     if launched:
-        info = launched.wait_for_rank(request.rank, request.selection, request.wait_timeout, stop)
+        wanted = request.wanted
+        info = launched.wait_for_rank(wanted.rank, wanted.selection, request.wait_timeout, stop)
     else:
-        info = resolve_target(request.pid, request.rank, request.job, request.selection)
+        info = request.wanted.resolve()
     path = request.output or default_output(info)
     check_output_writable(path)
     options = run.await_start([info.pid])
@@ -368,8 +366,9 @@ def wait_for_ranks(
 def _capture_ranks(run: _Run) -> list[Profile]:
     request, observer = run.request, run.observer
     assert request.ranks is not None
+    wanted = request.wanted
     infos = wait_for_ranks(
-        run.launched, request.ranks, request.job, request.selection, request.wait_timeout, run.stop
+        run.launched, request.ranks, wanted.job, wanted.selection, request.wait_timeout, run.stop
     )
     options = run.await_start([info.pid for info in infos])  # before the folder is made
     folder = request.output or f"gilprof-{datetime.now():%Y%m%d-%H%M%S}"
@@ -385,9 +384,12 @@ def _capture_ranks(run: _Run) -> list[Profile]:
             folder, f"rank{'x' if target.rank is None else target.rank}-{target.pid}.json"
         )
 
-    results = run_sessions(  # streamed
-        targets, run.sampler, options, run.stop, output=path_of, on_message=observer.message
-    )
+    def session(target: Target) -> Profile:  # streamed
+        return run_session(
+            target, run.sampler, options, run.stop, output=path_of, on_message=observer.message
+        )
+
+    results = run_sessions(targets, session)
     profiles = []
     for target, result in zip(targets, results, strict=True):
         rank = "x" if target.rank is None else target.rank

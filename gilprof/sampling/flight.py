@@ -26,7 +26,7 @@ from gilprof.model import SamplingInfo, Target
 from gilprof.sampling.backends import get_backend
 from gilprof.sampling.backends.base import Backend, NotReady, SamplerSettings
 from gilprof.sampling.capture import make_target, prepare_folder
-from gilprof.sampling.discover import Selection, resolve_target
+from gilprof.sampling.discover import TargetQuery
 from gilprof.sampling.recorder import StepMonitor, StepThreshold, WindowRing, with_messages
 from gilprof.sampling.session import target_alive
 
@@ -234,7 +234,7 @@ class FlightRecorder:
                     started = True
                     ticks, source = backend.ticks(result, settings)
                     ticks_sources.add(source)
-                    self.ring.add(result.t0, result.t1, ticks, result.samples, result.spans)
+                    self.ring.add(result, ticks)
                     if result.target_exited or not target_alive(pid):
                         ending = Trigger("exited", now(), f"PID {pid} exited")
             if until is not None and now() >= until and ending is None:
@@ -362,10 +362,7 @@ class WatchRequest:
 
     options: RecorderOptions
     backend: str = "py-spy"
-    pid: int | None = None
-    rank: int | None = None
-    job: int | None = None
-    selection: Selection = field(default_factory=Selection)
+    wanted: TargetQuery = field(default_factory=TargetQuery)
     keep_cmdline: bool = False
 
 
@@ -377,7 +374,7 @@ def watch(request: WatchRequest, observer: RecorderObserver) -> int:
     sampler.version()
     if request.options.steps_log and not os.path.exists(request.options.steps_log):
         observer.message(f"{request.options.steps_log} does not exist yet: waiting for it")
-    info = resolve_target(request.pid, request.rank, request.job, request.selection)
+    info = request.wanted.resolve()
     target = make_target(info, request.keep_cmdline)
     observer.message(
         f"recording pid {info.pid} rank {'?' if info.rank is None else info.rank} into "

@@ -17,8 +17,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from gilprof.errors import UsageError
-from gilprof.model import Sample, SamplingInfo, Target
+from gilprof.model import SamplingInfo, Target
 from gilprof.profile import Counts, Profile, Runs, Window
+from gilprof.sampling.backends.base import WindowResult
 
 _SPAN_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_S = {None: 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -175,15 +176,9 @@ class WindowRing:
     def windows(self) -> list[Window]:
         return self.profile.windows
 
-    def add(
-        self,
-        t0: float,
-        t1: float,
-        ticks: float,
-        samples: Iterable[Sample],
-        spans: Iterable[tuple[Sample, float, float]] = (),
-    ) -> Window:
-        window = self.profile.add_window(t0, t1, ticks, samples, spans)
+    def add(self, result: WindowResult, ticks: float) -> Window:
+        """Keep a sampled window (`ticks` sampling instants), on the monotonic clock."""
+        window = self.profile.add_window(result.t0, result.t1, ticks, result.samples, result.spans)
         compact_window(window)
         return window
 

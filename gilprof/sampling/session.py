@@ -284,15 +284,10 @@ def _priority(windows: dict[str, int]) -> str:
 
 
 def run_sessions(
-    targets: list[Target],
-    backend: Backend,
-    options: SessionOptions,
-    stop: threading.Event,
-    on_window: WindowCallback | None = None,
-    output: OutputPath | None = None,
-    on_message: MessageCallback | None = None,
+    targets: list[Target], session: Callable[[Target], Profile]
 ) -> list[Profile | Exception]:
-    """One session per target, concurrently (one sampler process each), same stop event.
+    """`session(target)` (a `run_session` of one target) for every target, concurrently: one
+    sampler process each; the sessions should share one stop event.
 
     A rank that fails (exited before sampling, unreadable) yields its exception in place of
     a profile, so the other ranks' profiles are still written.
@@ -301,9 +296,7 @@ def run_sessions(
 
     def work(index: int, target: Target) -> None:
         try:
-            results[index] = run_session(
-                target, backend, options, stop, on_window, output, on_message
-            )
+            results[index] = session(target)
         except Exception as exc:  # reported per rank by the caller
             results[index] = exc
 

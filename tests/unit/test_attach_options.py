@@ -33,14 +33,14 @@ def test_recipe_sampling_defaults_apply_when_no_flag_is_given(monkeypatch, recip
     request = attach_request(monkeypatch, ["--recipe", recipe_file])
     assert request.settings.mode is Mode.WALL and request.settings.rate_hz == 37
     assert request.settings.native and request.settings.blocking  # native implies blocking
-    assert request.duration == 5 and request.rank == 2
+    assert request.duration == 5 and request.wanted.rank == 2
 
 
 def test_flags_the_user_gives_win_over_the_recipe(monkeypatch, recipe_file):
     args = ["--recipe", recipe_file, "--mode", "gil", "-r", "250", "-d", "1.5", "--rank", "0"]
     request = attach_request(monkeypatch, args)
     assert request.settings.mode is Mode.GIL and request.settings.rate_hz == 250
-    assert request.duration == 1.5 and request.rank == 0
+    assert request.duration == 1.5 and request.wanted.rank == 0
     assert request.settings.native  # not given: still the recipe's
 
 

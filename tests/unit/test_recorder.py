@@ -8,6 +8,7 @@ import pytest
 
 from gilprof.errors import UsageError
 from gilprof.model import Mode, SamplingInfo, Target
+from gilprof.sampling.backends.base import WindowResult
 from gilprof.sampling.recorder import (
     StepMonitor,
     WindowRing,
@@ -114,20 +115,22 @@ def ring() -> WindowRing:
 def test_ring_keeps_only_windows_after_the_cut() -> None:
     r = ring()
     for t in range(10):
-        r.add(100.0 + t, 101.0 + t, 100, [sample("main", "loop", f"f{t % 3}")])
+        r.add(WindowResult(100.0 + t, 101.0 + t, [sample("main", "loop", f"f{t % 3}")]), 100)
     r.trim(105.5)
     assert [w.t0 for w in r.windows] == [105.0, 106.0, 107.0, 108.0, 109.0]
 
 
 def test_snapshot_rebases_times_and_keeps_only_used_stacks() -> None:
     r = ring()
-    r.add(100.0, 101.0, 100, [sample("main", "loop", "old", count=5)])
+    r.add(WindowResult(100.0, 101.0, [sample("main", "loop", "old", count=5)]), 100)
     r.add(
-        101.0,
-        102.0,
+        WindowResult(
+            101.0,
+            102.0,
+            [sample("main", "loop", "hot", count=7)],
+            [(sample("main", "loop", "hot"), 0.1, 0.6)],
+        ),
         100,
-        [sample("main", "loop", "hot", count=7)],
-        [(sample("main", "loop", "hot"), 0.1, 0.6)],
     )
     info = SamplingInfo(sampler="test", sampler_version="0", mode=Mode.STATES, rate_hz=100)
     snap = r.snapshot(101.0, 103.0, info)
@@ -146,7 +149,7 @@ def test_stack_table_is_rebuilt_when_it_outgrows_the_kept_windows(
     monkeypatch.setattr(WindowRing, "COMPACT_MIN_STACKS", 20)
     r = ring()
     for t in range(200):  # a new distinct stack every window, one window kept
-        r.add(float(t), t + 1.0, 100, [sample("main", "loop", f"f{t}")])
+        r.add(WindowResult(float(t), t + 1.0, [sample("main", "loop", f"f{t}")]), 100)
         r.trim(t + 0.5)
         assert len(r.profile.stacks) <= 20 + 10 + 1
     assert r.compactions > 0

@@ -191,14 +191,19 @@ def test_recipe_target_gives_role_rules():
 
 
 def test_attach_takes_role_and_role_rules_from_the_recipe(monkeypatch):
-    selection = attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen", "-d", "1"]).selection
+    selection = attach_request(
+        monkeypatch, ["--recipe", "trtllm-disagg-gen", "-d", "1"]
+    ).wanted.selection
     assert selection.role == "GEN"
-    assert attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen"]).rank == 0
+    assert attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen"]).wanted.rank == 0
     # with a role, the recipe's parent_match tells the role; it no longer filters
     assert selection.parent_match is None
     assert selection.rules.parent_match == r"start_worker\.sh .*GEN"
     request = attach_request(monkeypatch, ["--recipe", "trtllm-disagg-gen", "--role", "ctx"])
-    assert request.selection.role == "ctx"
-    selection = attach_request(monkeypatch, ["--recipe", "torchrun"]).selection  # a filter
+    assert request.wanted.selection.role == "ctx"
+    selection = attach_request(monkeypatch, ["--recipe", "torchrun"]).wanted.selection  # a filter
     assert selection.role is None and selection.parent_match and selection.rules is None
-    assert attach_request(monkeypatch, ["--role", "gen", "--ranks", "all"]).selection.role == "gen"
+    assert (
+        attach_request(monkeypatch, ["--role", "gen", "--ranks", "all"]).wanted.selection.role
+        == "gen"
+    )

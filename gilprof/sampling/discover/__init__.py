@@ -29,6 +29,7 @@ from gilprof.sampling.discover.identify import (
 )
 from gilprof.sampling.discover.select import (
     Selection,
+    TargetQuery,
     parse_rank_selection,
     resolve_ranks,
     resolve_target,
@@ -44,6 +45,7 @@ __all__ = [
     "ProcessInfo",
     "RankIdentity",
     "Selection",
+    "TargetQuery",
     "describe",
     "is_exec_parent",
     "is_launcher",

@@ -138,6 +138,19 @@ def _ancestors_match(pid: int, pattern: re.Pattern[str]) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class TargetQuery:
+    """Which one process to sample: --pid, --rank, --job, and what narrows the candidates."""
+
+    pid: int | None = None
+    rank: int | None = None
+    job: int | None = None
+    selection: Selection = Selection()
+
+    def resolve(self) -> ProcessInfo:
+        return resolve_target(self.pid, self.rank, self.job, self.selection)
+
+
 def resolve_target(
     pid: int | None = None,
     rank: int | None = None,
