@@ -356,21 +356,6 @@ def _floor(estimate: Estimate, floor: float) -> Estimate:
     )
 
 
-def predict_each(
-    profile: Profile,
-    verdict: Verdict,
-    steps: RankSteps,
-    functions: Sequence[str],
-    feeders: Sequence[int] = (),
-    device_step_ms: float | None = None,
-) -> tuple[Prediction, ...]:
-    """One prediction per function: the table "what removing each function's cost would save"."""
-    return tuple(
-        predict(profile, verdict, steps, (RemovalSpec(f),), feeders, device_step_ms)
-        for f in functions
-    )
-
-
 def savings_table(
     profile: Profile,
     verdict: Verdict,
@@ -383,4 +368,7 @@ def savings_table(
     """The costliest functions one by one, leaving out the loop's own frames (functions in
     which the loop spends nearly all its time: removing them is removing the loop)."""
     names = [c.name for c in costs.functions if not costs.is_loop_frame(c)][:count]
-    return predict_each(profile, verdict, steps, names, feeders, device_step_ms)
+    return tuple(
+        predict(profile, verdict, steps, (RemovalSpec(name),), feeders, device_step_ms)
+        for name in names
+    )
