@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gilprof.analysis.gate import GateBudgets
@@ -161,6 +161,7 @@ def test_any_key_of_a_recipe_replaced_by_any_value(
 
 
 @given(path=st.sampled_from(paths_of(BUDGET)), value=TOML_VALUES)
+@example(path=("gate",), value={"\n": False})  # an unknown key holding a newline: one line
 @settings(FUZZ, max_examples=200)
 def test_any_key_of_a_budget_replaced_by_any_value(path: tuple[Any, ...], value: Any) -> None:
     text = toml_document(replaced(BUDGET, path, value))
