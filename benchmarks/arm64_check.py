@@ -89,7 +89,13 @@ def _attach(pid: int, tmp: Path, name: str, args: argparse.Namespace) -> dict:
         raise RuntimeError(f"attach exited {run.returncode}: {run.stderr.strip()[-400:]}")
     report = _gilprof("report", str(out), "--format", "json", timeout=600)
     data = json.loads(report.stdout)
-    return {"report": data, "leaves": _leaves(out), "stderr": run.stderr, "attach_s": attach_s}
+    return {
+        "report": data,
+        "leaves": _leaves(out),
+        "native": _native_leaves(out),
+        "stderr": run.stderr,
+        "attach_s": attach_s,
+    }
 
 
 def _leaves(path: Path) -> dict[str, dict[str, float]]:
@@ -111,6 +117,30 @@ def _leaves(path: Path) -> dict[str, dict[str, float]]:
             sorted(((k, v / totals[name]) for k, v in leaves.items()), key=lambda kv: -kv[1])[:4]
         )
         for name, leaves in out.items()
+    }
+
+
+def _native_leaves(path: Path) -> dict[str, dict[str, float]]:
+    """Per thread name: the share of its readings per native leaf frame ('STATE place
+    [native:CLASS]'): what its native readings were, and those counted waiting."""
+    from gilprof.native_classes import native_class_of
+    from gilprof.profile import Profile
+
+    profile = Profile.load(str(path))
+    out: dict[str, dict[str, float]] = {}
+    totals: dict[str, float] = {}
+    for index, count in profile.state_totals().items():
+        stack = profile.stacks[index]
+        name = profile.threads.get(stack.tid, "?")
+        totals[name] = totals.get(name, 0.0) + count
+        frames = profile.stack_frames(index)
+        if frames and native_class_of(frames[-1]) is not None:
+            key = f"{stack.state.name} {frames[-1].name} {frames[-1].file}"
+            out.setdefault(name, {})
+            out[name][key] = out[name].get(key, 0.0) + count
+    return {
+        name: {k: round(v / totals[name], 4) for k, v in sorted(c.items(), key=lambda kv: -kv[1])}
+        for name, c in out.items()
     }
 
 
@@ -231,6 +261,8 @@ def check_contend(tmp: Path, args: argparse.Namespace) -> dict:
         "threads": threads,
         "truth": truth,
         "leaves": result["leaves"],
+        "native_leaves": {k: v for k, v in result["native"].items() if k.startswith("spin")},
+        "native_notes": [ln[:300] for ln in result["stderr"].splitlines() if "native" in ln][:2],
         "attach_s": result["attach_s"],
         "wrong": wrong,
     }

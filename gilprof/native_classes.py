@@ -194,5 +194,7 @@ class NativeRules:
             "the GIL; in a clock read, the C library or the kernel (a system call), the class "
             "of the code that called it (the first return address on the sampled stack); in "
             "any other library, host work; a thread just woken from a system call and not "
-            "sampled since, woken (host-side time); with no sample near the reading, unplaced"
+            "sampled since, woken (host-side time); preempted between two samples in the "
+            "interpreter, the GIL's hand-off (waiting); with no sample near the reading, "
+            "unplaced"
         )

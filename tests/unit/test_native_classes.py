@@ -314,3 +314,51 @@ def test_context_switches_tell_a_preempted_thread_from_one_that_blocked():
     )
     assert _class(locator, 40.0, tid=2) is NativeClass.WOKEN  # woken, waiting for a core
     assert _class(locator, 50.5, tid=2) is NativeClass.WOKEN  # running, not sampled yet
+
+
+class _Python(_Symbols):
+    def name(self, path: str, file_offset: int) -> str | None:
+        if path == "/usr/bin/python3.11":  # from 0x800 a function outside the GIL's: Python
+            return "_PyEval_EvalFrameDefault" if file_offset >= 0x800 else None
+        return super().name(path, file_offset)
+
+
+def test_preempted_between_two_samples_of_the_interpreter_is_the_gil_hand_off():
+    # A spinner ran Python (holding the GIL) at 0 and 1 ms, dropped the GIL for the other
+    # spinner and was preempted at 1.2 ms (the waiter it woke took its core), and runs
+    # Python again from 12 ms: read not holding the GIL at 6 ms, it is in the hand-off
+    locator = _locator()
+    python, torch = "/usr/bin/python3.11", "/opt/lib/libtorch_cpu.so"
+    named = 0x900
+    locator._symbols = _Python()  # type: ignore[assignment]
+    run = [_sample(0.0, python, named), _sample(1.0, python, named), _sample(12.0, python, named)]
+    _feed(locator, 1, run)
+    locator._switch_times[1], locator._switch_kinds[1] = (
+        [int(1.2e6), int(12e6)],
+        ["preempted", "in"],
+    )
+    frame = locator.place(1, int(6e6))
+    assert native_class_of(frame) is NativeClass.GIL and "hand-off" in frame.name
+    # preempted 0.2 ms after a sample, the reading 0.5 ms after it: the same
+    assert _class(locator, 1.5) is NativeClass.GIL
+    # the same when its next sample is in the C library's futex call made by take_gil
+    take_gil = LIB[python] + 0x40  # a function the stripped interpreter does not name
+    futex = _sample(12.0, "/usr/lib/libc.so.6", 0x400, callers=(take_gil,))
+    _feed(locator, 5, [_sample(0.0, python, named), futex])
+    locator._switch_times[5], locator._switch_kinds[5] = [int(1.2e6)], ["preempted"]
+    assert _class(locator, 6.0, tid=5) is NativeClass.GIL
+    # a thread that went from Python into a library and was preempted there is host work
+    _feed(locator, 2, [_sample(0.0, python, named), _sample(12.0, torch)])
+    locator._switch_times[2], locator._switch_kinds[2] = [int(1.2e6)], ["preempted"]
+    assert _class(locator, 6.0, tid=2) is NativeClass.HOST
+    # not run since: where it went is not known, so no hand-off is claimed
+    _feed(locator, 3, [_sample(0.0, python, named), _sample(1.0, python, named)])
+    locator._switch_times[3], locator._switch_kinds[3] = [int(1.2e6)], ["preempted"]
+    assert _class(locator, 6.0, tid=3) is NativeClass.HOST
+    # on its CPU (no preemption) next to a sample of Python: as before, placed there
+    _feed(
+        locator,
+        4,
+        [_sample(0.0, python, named), _sample(1.0, python, named), _sample(2.0, python, named)],
+    )
+    assert _class(locator, 1.3, tid=4) is NativeClass.HOST

@@ -18,7 +18,9 @@ No sample within NEAREST of the reading: the thread was off its CPU (runnable, w
 a core), or the native moment was shorter than a period. A thread resumes where it was
 preempted, so it is placed at its last sample when that is at most BRIDGE old and its next
 sample (if it has run since) is of the same class; otherwise the reading is unplaced, and
-says so.
+says so. Off its CPU (no sample within NEAREST, or preempted at the reading) between two
+samples in the interpreter's own code, it was preempted in the GIL's hand-off: released
+after the one, taken back before the other (the interpreter runs Python holding the GIL).
 
 Samples are matched after the fact: the reader asks at the tick after the reading, so the
 samples that follow it are in. Symbols are loaded in a background thread the first time a
@@ -41,7 +43,7 @@ from gilprof.native_classes import (
     is_pass_through,
     native_frame,
 )
-from gilprof.sampling.native.perf import SWITCH_BLOCKED, CpuSample, CpuSampler
+from gilprof.sampling.native.perf import SWITCH_BLOCKED, SWITCH_PREEMPTED, CpuSample, CpuSampler
 from gilprof.sampling.native.symbols import FunctionSymbols, read_function_symbols
 from gilprof.sampling.threadstate.namespaces import parse_maps, readable_path
 
@@ -58,6 +60,7 @@ SYNC_LOAD_BYTES = 16 << 20  # symbols of smaller files are read at once, larger 
 UNPLACED_FRAME = native_frame(NativeClass.UNPLACED, "unplaced (no on-CPU sample near it)")
 WOKEN_FRAME = native_frame(NativeClass.WOKEN, "woken from a system call, not running yet")
 GIL_WOKEN_FRAME = native_frame(NativeClass.GIL, "woken from the GIL's wait, not running yet")
+HAND_OFF_FRAME = native_frame(NativeClass.GIL, "the GIL's hand-off, preempted in it")
 
 
 class _Mappings:
@@ -249,7 +252,11 @@ class NativeLocator:
             self.unplaced += 1
             return UNPLACED_FRAME
         best = min(near, key=lambda i: abs(times[i] - at_ns))
-        if abs(times[best] - at_ns) > NEAREST_NS:
+        off_cpu = abs(times[best] - at_ns) > NEAREST_NS
+        if (off_cpu or self._preempted(tid, at_ns)) and self._hand_off(tid, before, after, at_ns):
+            self.placed += 1
+            return HAND_OFF_FRAME
+        if off_cpu:
             # Off its CPU at the reading (preempted, runnable): a thread resumes where it
             # was preempted, at its last sample. Placed there if that sample is at most
             # BRIDGE old and the thread's next sample, if it has run since, is of the same
@@ -271,6 +278,38 @@ class NativeLocator:
             cls = NativeClass.LAUNCH
         self.placed += 1
         return native_frame(cls, place)
+
+    def _preempted(self, tid: int, at_ns: int) -> bool:
+        """Whether the kernel's last context switch of the thread before `at_ns` is a
+        preemption: runnable, off its CPU, at the reading."""
+        switch_times = self._switch_times.get(tid)
+        if not switch_times:
+            return False
+        last = bisect.bisect_right(switch_times, at_ns) - 1
+        return last >= 0 and self._switch_kinds[tid][last] == SWITCH_PREEMPTED
+
+    def _hand_off(self, tid: int, before: int, after: int, at_ns: int) -> bool:
+        """Whether a reading of a thread off its CPU falls in the GIL's hand-off: its last
+        sample before the reading (since it last blocked) and its first after are both in
+        the interpreter's own code (or the C library called from its GIL functions), each
+        at most BRIDGE away. The reading says the thread does not hold the GIL, and the
+        interpreter runs Python holding it: between the two samples the thread released
+        the GIL and took it back, and was preempted in between with no other code sampled.
+        Preemption there is common: drop_gil's signal wakes the waiter, which may take the
+        dropper's core. (A native call shorter than a sampling period, preempted in, reads
+        the same way.)"""
+        times = self._times.get(tid) or []
+        if before < 0 or after >= len(times):
+            return False
+        if at_ns - times[before] > BRIDGE_NS or times[after] - at_ns > BRIDGE_NS:
+            return False
+        return self._interpreters(tid, before, at_ns) and self._interpreters(tid, after, at_ns)
+
+    def _interpreters(self, tid: int, index: int, at_ns: int) -> bool:
+        """Whether the sample is in the interpreter's own code, or in the C library or the
+        kernel called from its GIL functions (the GIL's mutex and condition variables)."""
+        sample = self._samples[tid][index]
+        return self._in_interpreter(sample) or self._class_at(tid, index, at_ns) is NativeClass.GIL
 
     def _since_last_block(
         self, tid: int, at_ns: int, blocked_ns: int | None
