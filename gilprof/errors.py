@@ -51,3 +51,11 @@ EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM stopped sampling; the profile is marked
 class WaitInterrupted(GilprofError, exit_code=EXIT_INTERRUPTED):
     """SIGINT/SIGTERM while waiting for a rank or a start trigger: nothing was sampled,
     nothing is written."""
+
+
+def one_line(text: str) -> str:
+    """`text` on one printable line: a key or value read from a file may hold a newline or
+    a control character (TOML allows them in quoted keys); they are shown escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gilprof.analysis.gate import GateBudgets
-from gilprof.errors import InputError
+from gilprof.errors import InputError, one_line
 from gilprof.recipes.native import native_section
 
 if TYPE_CHECKING:
@@ -62,14 +62,6 @@ def _show(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _printable(text: str) -> str:
-    """`text` on one line: a key or value from the file may hold a newline or a control
-    character (TOML allows them in quoted keys), shown escaped."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 class _Checker:
     """Reads one parsed TOML document; every error names the file and the dotted key."""
 
@@ -77,7 +69,7 @@ class _Checker:
         self.label = label
 
     def fail(self, key: str, message: str) -> InputError:
-        return InputError(f"{self.label}: {_printable(key)}: {_printable(message)}")
+        return InputError(f"{self.label}: {one_line(key)}: {one_line(message)}")
 
     def expected(self, key: str, what: str, value: Any) -> InputError:
         return self.fail(key, f"expected {what}, got {_show(value)}")
