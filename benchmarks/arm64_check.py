@@ -173,15 +173,21 @@ def _spawn(
     return proc, ids
 
 
-def check_holds(tmp: Path, args: argparse.Namespace, python: str = TARGET) -> dict:
-    workload = str(WORKLOADS / "gil_states.py")
-    proc, _ = _spawn(workload, tmp, "holds", python)
+def _sample_workload(
+    workload: str, tmp: Path, name: str, args: argparse.Namespace, python: str = TARGET
+) -> dict:
+    """Start the workload, let its threads settle, attach, and end it."""
+    proc, _ = _spawn(workload, tmp, name, python)
     try:
         time.sleep(2)
-        result = _attach(proc.pid, tmp, "holds", args)
+        return _attach(proc.pid, tmp, name, args)
     finally:
         proc.kill()
         proc.wait()
+
+
+def check_holds(tmp: Path, args: argparse.Namespace, python: str = TARGET) -> dict:
+    result = _sample_workload(str(WORKLOADS / "gil_states.py"), tmp, "holds", args, python)
     threads = _threads(result["report"])
     wrong = _states_mode(result)
     wrong += [f"holder held {threads['holder']['held']}"] * (threads["holder"]["held"] <= 0.9)
@@ -269,13 +275,7 @@ def check_contend(tmp: Path, args: argparse.Namespace) -> dict:
 
 
 def check_native(tmp: Path, args: argparse.Namespace) -> dict:
-    proc, _ = _spawn(NATIVE, tmp, "native")
-    try:
-        time.sleep(2)
-        result = _attach(proc.pid, tmp, "native", args)
-    finally:
-        proc.kill()
-        proc.wait()
+    result = _sample_workload(NATIVE, tmp, "native", args)
     threads = _threads(result["report"])
     wrong = _states_mode(result)
     in_libz = _leaf_share(result, "zlib", "libz")

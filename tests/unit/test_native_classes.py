@@ -110,6 +110,9 @@ LIB = {  # path -> (start address, function extents relative to it)
 
 
 class _Maps:
+    def __init__(self) -> None:
+        self.files: dict = {}  # no file's identity: symbols are opened through the root
+
     def find(self, ip: int):
         for path, start in LIB.items():
             if start <= ip < start + 0x1000:
@@ -121,7 +124,7 @@ class _Maps:
 
 
 class _Symbols:
-    def name(self, path: str, file_offset: int) -> str | None:
+    def name(self, path: str, file_offset: int, mapped=None) -> str | None:
         if path.endswith("libc.so.6"):
             return "clock_gettime" if file_offset < 0x100 else "sched_yield"
         return None
@@ -317,7 +320,7 @@ def test_context_switches_tell_a_preempted_thread_from_one_that_blocked():
 
 
 class _Python(_Symbols):
-    def name(self, path: str, file_offset: int) -> str | None:
+    def name(self, path: str, file_offset: int, mapped=None) -> str | None:
         if path == "/usr/bin/python3.11":  # from 0x800 a function outside the GIL's: Python
             return "_PyEval_EvalFrameDefault" if file_offset >= 0x800 else None
         return super().name(path, file_offset)

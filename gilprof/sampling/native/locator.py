@@ -45,7 +45,7 @@ from gilprof.native_classes import (
 )
 from gilprof.sampling.native.perf import SWITCH_BLOCKED, SWITCH_PREEMPTED, CpuSample, CpuSampler
 from gilprof.sampling.native.symbols import FunctionSymbols, read_function_symbols
-from gilprof.sampling.threadstate.namespaces import parse_maps, readable_path
+from gilprof.sampling.threadstate.namespaces import MappedFile, parse_maps, readable_path
 
 PERIOD_NS = 1_000_000  # one sample per ms of a thread's CPU time
 NEAREST_NS = 3 * PERIOD_NS // 2
@@ -70,26 +70,29 @@ class _Mappings:
         self.pid = pid
         self.starts: list[int] = []
         self.rows: list[tuple[int, int, int, str]] = []
+        self.files: dict[str, MappedFile] = {}  # each file's identity, to open it (readable_path)
         self.read_at = -MAPS_REFRESH_NS
 
     def refresh(self, now_ns: int) -> None:
         if now_ns - self.read_at < MAPS_REFRESH_NS:
             return
         self.read_at = now_ns
-        rows = []
         try:
             with open(f"/proc/{self.pid}/maps", encoding="utf-8", errors="replace") as handle:
-                for line in handle:
-                    fields = line.split(maxsplit=5)
-                    if len(fields) < 5 or "x" not in fields[1]:
-                        continue
-                    low, high = (int(x, 16) for x in fields[0].split("-"))
-                    path = fields[5].strip() if len(fields) > 5 else "[anon]"
-                    rows.append((low, high, int(fields[2], 16), path))
+                text = handle.read()
         except OSError:
             return  # the process is gone: keep what we had
+        rows = []
+        for line in text.splitlines():
+            fields = line.split(maxsplit=5)
+            if len(fields) < 5 or "x" not in fields[1]:
+                continue
+            low, high = (int(x, 16) for x in fields[0].split("-"))
+            path = fields[5].strip() if len(fields) > 5 else "[anon]"
+            rows.append((low, high, int(fields[2], 16), path))
         rows.sort()
         self.rows = rows
+        self.files = parse_maps(text)
         self.starts = [row[0] for row in rows]
 
     def find(self, ip: int) -> tuple[int, int, int, str] | None:
@@ -109,29 +112,27 @@ class _Symbols:
         self.loaded: dict[str, FunctionSymbols | None] = {}
         self._lock = threading.Lock()
 
-    def _readable(self, path: str) -> str:
-        try:
-            with open(f"/proc/{self.pid}/maps", encoding="utf-8", errors="replace") as handle:
-                mapped = parse_maps(handle.read()).get(path)
-        except OSError:
-            mapped = None
-        return f"/proc/{self.pid}/root{path}" if mapped is None else readable_path(self.pid, mapped)
-
-    def name(self, path: str, file_offset: int) -> str | None:
+    def name(self, path: str, file_offset: int, mapped: MappedFile | None) -> str | None:
+        """The function at `file_offset` of `path`; `mapped`: the file as the target's maps
+        give it (None: not mapped from offset 0, opened through the target's root)."""
         with self._lock:
             known = path in self.loaded
             if not known:
                 self.loaded[path] = None
             table = self.loaded[path]
         if not known:
-            readable = self._readable(path)
+            readable = (
+                f"/proc/{self.pid}/root{path}"
+                if mapped is None
+                else readable_path(self.pid, mapped)
+            )
             try:
                 small = os.path.getsize(readable) < SYNC_LOAD_BYTES
             except OSError:
                 return None
             if small:  # the C library and most extensions: at once, so clock reads are known
                 self._load(readable, path)
-                return self.name(path, file_offset)
+                return self.name(path, file_offset, mapped)
             threading.Thread(
                 target=self._load, args=(readable, path), name="gilprof-symbols", daemon=True
             ).start()
@@ -421,7 +422,11 @@ class NativeLocator:
                 return "[unmapped]", "[unmapped]", None
         low, _high, offset, path = row
         library = os.path.basename(path) if path.startswith("/") else path
-        symbol = self._symbols.name(path, ip - low + offset) if path.startswith("/") else None
+        symbol = (
+            self._symbols.name(path, ip - low + offset, self._maps.files.get(path))
+            if path.startswith("/")
+            else None
+        )
         return (f"{library} {symbol}" if symbol else library), path, symbol
 
     def _class_of(self, path: str, function: str | None) -> NativeClass | None:

@@ -2,11 +2,10 @@
 at a time (idle in clock_nanosleep), `spin-a` and `spin-b` contend for the GIL. Writes the
 threads' Linux ids as JSON to argv[1] once they run; kill the process to end it."""
 
-import json
-import os
 import sys
-import threading
 import time
+
+from workload_threads import start_and_report_ids
 
 
 def sleeper() -> None:
@@ -20,11 +19,4 @@ def spin() -> None:
         x += 1
 
 
-for name, fn in (("sleeper", sleeper), ("spin-a", spin), ("spin-b", spin)):
-    threading.Thread(target=fn, name=name, daemon=True).start()
-time.sleep(0.5)
-ids = {t.name: t.native_id for t in threading.enumerate() if t.name != "MainThread"}
-with open(sys.argv[1] + ".tmp", "w") as handle:
-    handle.write(json.dumps(ids))
-os.replace(sys.argv[1] + ".tmp", sys.argv[1])
-threading.Event().wait()
+start_and_report_ids(sys.argv[1], (("sleeper", sleeper), ("spin-a", spin), ("spin-b", spin)))

@@ -11,6 +11,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 
 
 def arguments(duration: float) -> argparse.ArgumentParser:
@@ -31,9 +32,21 @@ def run_for(seconds: float, stop: threading.Event, threads: list[threading.Threa
         t.join()
 
 
-def write_truth(path: str, truth: dict[str, float]) -> None:
+def write_truth(path: str, truth: dict[str, float | None]) -> None:
     """Write the truth as JSON, whole or not at all (the test polls for the file)."""
     tmp = path + ".tmp"
     with open(tmp, "w") as handle:
         json.dump(truth, handle)
     os.replace(tmp, path)
+
+
+def start_and_report_ids(path: str, named: tuple[tuple[str, Callable[[], None]], ...]) -> None:
+    """Start one daemon thread per (name, function), write their Linux ids to `path` as
+    JSON once they run (write_truth), and wait until the process is killed."""
+    for name, function in named:
+        threading.Thread(target=function, name=name, daemon=True).start()
+    time.sleep(0.5)
+    write_truth(
+        path, {t.name: t.native_id for t in threading.enumerate() if t.name != "MainThread"}
+    )
+    threading.Event().wait()

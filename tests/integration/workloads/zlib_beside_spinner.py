@@ -2,12 +2,12 @@
 Event (idle in futex), `spinner` holds the GIL, `zlib` compresses 4 MB at a time (native, in
 libz). Writes the threads' Linux ids as JSON to argv[1]; kill the process to end it."""
 
-import json
 import os
 import sys
 import threading
-import time
 import zlib
+
+from workload_threads import start_and_report_ids
 
 DATA = os.urandom(1 << 21) + bytes(1 << 21)
 
@@ -27,11 +27,4 @@ def compress() -> None:
         zlib.compress(DATA, 6)
 
 
-for name, fn in (("waiter", waiter), ("spinner", spin), ("zlib", compress)):
-    threading.Thread(target=fn, name=name, daemon=True).start()
-time.sleep(0.5)
-ids = {t.name: t.native_id for t in threading.enumerate() if t.name != "MainThread"}
-with open(sys.argv[1] + ".tmp", "w") as handle:
-    handle.write(json.dumps(ids))
-os.replace(sys.argv[1] + ".tmp", sys.argv[1])
-threading.Event().wait()
+start_and_report_ids(sys.argv[1], (("waiter", waiter), ("spinner", spin), ("zlib", compress)))
