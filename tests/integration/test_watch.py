@@ -60,7 +60,9 @@ def test_sigusr1_writes_a_capture_and_sigkill_leaves_it_readable(spawn, tmp_path
     job.watch.send_signal(signal.SIGKILL)
     job.watch.wait(10)
     profile = Profile.load(capture)  # whole: written atomically before the kill
-    assert profile.windows and sum(sum(w.counts.values()) for w in profile.windows) > 0
+    # The loop sleeps ~99% of each step: its idle time is kept as spans (state runs), and a
+    # window may hold no on-CPU sample at all, so the capture's content is read from both.
+    assert profile.windows and all(w.counts or w.spans for w in profile.windows)
     assert any("trigger signal" in m and "SIGUSR1" in m for m in messages(capture))
     assert not [f for f in job.out.iterdir() if not f.name.startswith("capture-")]
     # its py-spy processes die with it (PR_SET_PDEATHSIG)
