@@ -19,11 +19,13 @@ __all__ = [
     "Difference",
     "Estimate",
     "batch_windows",
+    "independent_sum",
     "median_difference_ci",
     "quantile",
     "quantiles",
     "ratio_difference_ci",
     "ratio_mean_ci",
+    "series_mean_ci",
     "t_cdf",
     "t_quantile",
 ]
@@ -290,6 +292,20 @@ def _welch_difference(before: Estimate, after: Estimate, confidence: float) -> D
     return Difference(before.value, after.value, delta, low, high, relative, low > 0 or high < 0)
 
 
+def independent_sum(value: float, parts: Sequence[Estimate], confidence: float = 0.95) -> Estimate:
+    """`value`, a signed sum of the independent estimates `parts`, with its interval: the
+    standard errors add in quadrature, the degrees of freedom by Welch-Satterthwaite. A part
+    without an interval (dof 0) leaves the sum without one."""
+    if not parts or any(p.dof == 0 for p in parts):
+        return Estimate(value, -math.inf, math.inf, math.inf, 0.0)
+    variance = math.fsum(p.stderr**2 for p in parts)
+    if variance == 0:
+        return Estimate(value, value, value, 0.0, math.inf)
+    dof = variance**2 / math.fsum(p.stderr**4 / p.dof for p in parts)
+    half_width = t_quantile(0.5 + confidence / 2.0, dof) * math.sqrt(variance)
+    return Estimate(value, value - half_width, value + half_width, math.sqrt(variance), dof)
+
+
 def batch_windows(
     numerators: Sequence[float], denominators: Sequence[float], max_batches: int = 30
 ) -> tuple[list[float], list[float]]:
@@ -309,6 +325,21 @@ def batch_windows(
     batch_num = [math.fsum(numerators[s:e]) for s, e in itertools.pairwise(bounds)]
     batch_den = [math.fsum(denominators[s:e]) for s, e in itertools.pairwise(bounds)]
     return batch_num, batch_den
+
+
+def series_mean_ci(
+    values: Sequence[float], confidence: float = 0.95, max_batches: int = 20
+) -> Estimate:
+    """The mean of a correlated series (a log's step times) with a batch-means interval.
+
+    Consecutive values are summed into at most `max_batches` batches, so a slow drift within
+    the series (steps that grow slower for seconds at a time) widens the interval, where a
+    per-value standard error would call it precise.
+    """
+    if not values:
+        raise ValueError("no values")
+    numerators, denominators = batch_windows(values, [1.0] * len(values), max_batches)
+    return ratio_mean_ci(numerators, denominators, confidence)
 
 
 # ---------------------------------------------------------------------------------------

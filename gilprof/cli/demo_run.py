@@ -7,6 +7,7 @@ log. The two profiles and logs are compared with gilprof.analysis.compare.
 
 from __future__ import annotations
 
+import math
 import sys
 import tempfile
 import threading
@@ -36,7 +37,8 @@ from gilprof.sampling.discover import Selection
 from gilprof.sampling.launch import LaunchedJob
 from gilprof.sampling.processes import find_binary
 from gilprof.sampling.session import SessionOptions, run_session
-from gilprof.steps import RankSteps, summarize_logs
+from gilprof.stats import Estimate, independent_sum, series_mean_ci
+from gilprof.steps import RankSteps, read_step_logs, summarize
 
 # The simulated device's step (examples/disagg_gen --device-ms), passed to the server
 # explicitly: the prediction takes it as the known device step, as a user would take it
@@ -78,6 +80,7 @@ class DemoSide:
     profile_path: Path
     log_path: Path
     profile: Profile
+    sampled_steps: tuple[int, int]  # rank 0's log lines [first, last) written while sampled
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,7 @@ def run_side(
                     )
                 stop.wait(0.1)
             say(f"[{impl}] sampling rank 0 (pid {info.pid}) for {settings.window_s:g} s")
+            first_step = _logged_steps(log_path)
             # 1 s windows: more batches for the intervals, at ~8% of time lost to restarts.
             options = SessionOptions(
                 SamplerSettings(Mode.STATES, settings.rate_hz),
@@ -177,6 +181,7 @@ def run_side(
             profile = run_session(
                 make_target(info, keep_cmdline=False), get_backend("py-spy"), options, stop
             )
+            sampled = (first_step, _logged_steps(log_path))
             profile.save(profile_path)
             if not stop.is_set():
                 job.wait(timeout=server_duration + 60)
@@ -188,7 +193,29 @@ def run_side(
         raise TargetError(
             f"[{impl}] the example server failed with exit code {code}; see {log_path}"
         )
-    return DemoSide(impl, profile_path, log_path, profile)
+    return DemoSide(impl, profile_path, log_path, profile, sampled)
+
+
+def _logged_steps(log_path: Path) -> int:
+    """Rank 0's iteration lines in the log so far (the job is still writing it)."""
+    return sum(1 for record in read_step_logs([log_path]) if record.rank == 0)
+
+
+def sampled_steps(side: DemoSide, skip_warmup: int) -> RankSteps:
+    """Rank 0's steps logged while its profile was taken: the prediction scales the
+    profile's shares by these steps, and the server's steps drift over a run (before the
+    fixes, ~26 ms at its start and ~32 ms 15 s later on a 2-core machine), so steps from
+    outside the sampled window would not be the steps the shares describe. Falls back to
+    the whole log, less `skip_warmup`, when too few were logged while sampling."""
+    first, last = side.sampled_steps
+    records = [r for r in read_step_logs([side.log_path]) if r.rank == 0]
+    if last - first >= max(10, skip_warmup):
+        steps = summarize(records[first:last], rank=0).rank(0)
+    else:
+        steps = summarize(records, rank=0, skip_warmup=skip_warmup).rank(0)
+    if steps is None:
+        raise TargetError(f"[{side.impl}] no iteration lines for rank 0 in {side.log_path}")
+    return steps
 
 
 def run_demo(
@@ -199,9 +226,8 @@ def run_demo(
     before = run_side(settings.impls[0], settings, stop, say)
     after = run_side(settings.impls[1], settings, stop, say)
     warmup_iterations = 3
-    steps_b = summarize_logs([before.log_path], rank=0, skip_warmup=warmup_iterations).rank(0)
-    steps_a = summarize_logs([after.log_path], rank=0, skip_warmup=warmup_iterations).rank(0)
-    assert steps_b is not None and steps_a is not None  # summarize_logs raised otherwise
+    steps_b = sampled_steps(before, warmup_iterations)
+    steps_a = sampled_steps(after, warmup_iterations)
     recipe = load_recipe("disagg-gen-example")
     watch = DEFAULT_WATCH + recipe.watch_names()
     judge = VerdictChoice(skip_warmup=warmup_iterations).judge
@@ -298,32 +324,76 @@ def _verdict_evidence(side: str, v: Verdict) -> str:
     return f"{side:7s} {v.bound}-bound: loop thread {loop.thread.name} " + " ".join(parts)
 
 
+# The demo's own bar for a prediction: within this fraction of the measured saving, or
+# inside the two figures' combined 95% uncertainty where that is wider.
+AGREEMENT = 0.20
+
+
+def measured_saving(before: RankSteps, after: RankSteps) -> Estimate:
+    """Mean host step before minus after, each with a batch-means interval over its steps
+    (a run's steps drift, so consecutive steps are not independent)."""
+    b, a = series_mean_ci(before.host_ms), series_mean_ci(after.host_ms)
+    return independent_sum(b.value - a.value, (b, a))
+
+
+def prediction_gap(prediction: Prediction, before: RankSteps, after: RankSteps) -> Estimate:
+    """Predicted minus measured step after, with the two figures' own uncertainty.
+
+    The two are independent runs. The prediction's uncertainty has two parts: the profile's
+    sampling error (its interval), and the before run's own drift, carried by the series of
+    each logged step's predicted time (max(step - saving, device) with a known device step)
+    through batch means. The measured after has its batch-means interval. The same gap is
+    the measured saving minus the predicted one."""
+    cut = prediction.saving_ms.value
+    floor = prediction.device_ms if prediction.device_given and prediction.device_ms else 0.0
+    drift = series_mean_ci([max(h - cut, floor) for h in before.host_ms])
+    measured = series_mean_ci(after.host_ms)
+    gap = prediction.step_after_ms.value - measured.value
+    return independent_sum(gap, (prediction.step_after_ms, drift, measured))
+
+
+def agreement(predicted: Estimate, measured: Estimate, gap: Estimate) -> str:
+    """Whether the predicted saving agrees with the measured one, and by which bar: within
+    AGREEMENT of it, or inside `gap`'s interval (the two figures' 95% uncertainty)."""
+    if not measured.value:
+        return "nothing was measured to agree with"
+    error = (predicted.value - measured.value) / measured.value
+    said = f"error {100 * error:+.0f}% of the saving"
+    half = (gap.high - gap.low) / 2
+    bar = (
+        f"the two figures' 95% uncertainty, +-{half:.1f} ms"
+        if math.isfinite(half)
+        else "no known uncertainty"
+    )
+    if abs(error) <= AGREEMENT:
+        return f"{said}: agrees (within +-{AGREEMENT:.0%})"
+    if gap.low <= 0 <= gap.high:
+        return f"{said}: agrees within {bar}"
+    return f"{said}: DISAGREES (beyond +-{AGREEMENT:.0%} and {bar})"
+
+
 def prediction_check(
     prediction: Prediction, before: RankSteps, after: RankSteps, verdicts: tuple[Verdict, Verdict]
 ) -> str:
     """Predicted (from the before profile) vs measured host step, and both verdicts."""
-    measured = after.host_step_ms.mean
-    saving_measured = before.host_step_ms.mean - measured
+    measured = measured_saving(before, after)
     saving = prediction.step_saving_ms
-    error = (
-        f"{100 * (saving.value - saving_measured) / saving_measured:+.0f}%"
-        if saving_measured
-        else "n/a"
-    )
-    low, high = saving.low, saving.high
     return "\n".join(
         [
-            f"host step, mean    before {before.host_step_ms.mean:.1f} ms",
+            f"host step, mean    before {before.host_step_ms.mean:.1f} ms "
+            f"({before.iterations} steps logged while sampled)",
             f"  predicted after  {prediction.step_after_ms.value:.1f} ms "
-            f"(saving {saving.value:.1f} ms, 95% CI {low:.1f}-{high:.1f}; from the before "
-            f"profile alone, removing {', '.join(prediction.removed)}"
+            f"(saving {saving.value:.1f} ms, 95% CI {saving.low:.1f}-{saving.high:.1f}; from "
+            f"the before profile alone, removing {', '.join(prediction.removed)}"
             + (
                 f"; each step at least the simulated device's {prediction.device_ms:g} ms)"
                 if prediction.device_given
                 else ")"
             ),
-            f"  measured after   {measured:.1f} ms (saving {saving_measured:.1f} ms); "
-            f"prediction error {error} of the saving",
+            f"  measured after   {after.host_step_ms.mean:.1f} ms (saving {measured.value:.1f} "
+            f"ms, 95% CI {measured.low:.1f}-{measured.high:.1f}, batch means over the steps)",
+            f"  prediction       "
+            f"{agreement(saving, measured, prediction_gap(prediction, before, after))}",
             _verdict_evidence("before", verdicts[0]),
             _verdict_evidence("after", verdicts[1]),
         ]

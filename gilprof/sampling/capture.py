@@ -82,7 +82,11 @@ def stop_on_signals(on_signal: Callable[[int], None] | None = None) -> Iterator[
         yield stop
     finally:
         for sig, old in previous.items():
-            signal.signal(sig, old)
+            # Stopped by a signal, the process is on its way out with its exit code: a
+            # second Ctrl-C there would raise KeyboardInterrupt in the exit path, which
+            # Python reports by killing itself with SIGINT (-2, not 130).
+            stopping = stop.is_set() and sig == signal.SIGINT
+            signal.signal(sig, signal.SIG_IGN if stopping else old)
 
 
 def make_target(info: ProcessInfo, keep_cmdline: bool) -> Target:

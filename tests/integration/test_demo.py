@@ -87,8 +87,13 @@ def test_demo_report_opens_with_a_plain_language_summary(demo_run):
     # it leads with ms per step: the host step predicted from the before profile, measured
     assert report.startswith("## Milliseconds per step")
     lead = report.split("## What the demo found", 1)[0]
-    for part in ("predicted after", "measured after", "prediction error", "before  ", "after   "):
+    for part in ("predicted after", "measured after", "of the saving: ", "before  ", "after   "):
         assert part in lead, part
+    # the measured saving carries its own interval, and the verdict on the prediction one bar
+    assert re.search(
+        r"measured after +[\d.]+ ms \(saving -?[\d.]+ ms, 95% CI -?[\d.]+--?[\d.]+", lead
+    )
+    assert re.search(r"of the saving: (agrees|DISAGREES)", lead)
     assert re.search(r"before +\w+-bound: loop thread executor-loop busy on the host", lead)
     summary = report.split("### gilprof compare", 1)[0]
     for part in (

@@ -88,6 +88,22 @@ def test_rank_killed_mid_run_gives_partial_profile_and_exit_6(tmp_path, spawn):
     assert sample_count(profile) > 0
 
 
+@pytest.mark.parametrize("first_s", [0.3, 0.5, 0.8, 1.5])  # after the interpreter starts
+def test_ctrl_c_pressed_three_times_early_still_exits_130(tmp_path, spawn, first_s):
+    """Ctrl-C while gilprof starts (before or as sampling begins), pressed again while it
+    unwinds: one exit status, 130, never Python's -2 nor a traceback."""
+    target = start_target(spawn, [sys.executable, GIL_WORKLOAD, "--duration", "30"])
+    run = attach(spawn, target.pid, tmp_path / "p.json", "-d", "10")
+    time.sleep(first_s)
+    for _ in range(3):
+        if run.poll() is not None:
+            break
+        run.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+    assert_exits(run, 130, timeout=30)
+    assert "Traceback" not in run.stderr.read().decode()
+
+
 def test_sigint_writes_partial_profile_and_leaves_no_sampler(tmp_path, spawn):
     target = start_target(spawn, [sys.executable, GIL_WORKLOAD, "--duration", "30"])
     out = tmp_path / "p.json"
