@@ -20,7 +20,7 @@ from pathlib import Path
 from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.analysis.compare import Comparison, compare_profiles
 from gilprof.analysis.per_step import compare_costs, side_costs
-from gilprof.analysis.verdict import Verdict
+from gilprof.analysis.verdict import BOUND_WORDS, Verdict
 from gilprof.analysis.what_if import Prediction, parse_specs, predict
 from gilprof.cli._verdict import VerdictChoice
 from gilprof.errors import TargetError, UsageError
@@ -321,7 +321,10 @@ def _verdict_evidence(side: str, v: Verdict) -> str:
         parts.append(f"waiting for the device {loop.device_wait.value:.0%}")
     if loop.peer_wait is not None and loop.peer_wait.value >= 0.005:
         parts.append(f"waiting for peers {loop.peer_wait.value:.0%}")
-    return f"{side:7s} {v.bound}-bound: loop thread {loop.thread.name} " + " ".join(parts)
+    return (
+        f"{side:7s} {BOUND_WORDS.get(v.bound, v.bound)}: loop thread {loop.thread.name} "
+        + " ".join(parts)
+    )
 
 
 # The demo's own bar for a prediction: within this fraction of the measured saving, or
