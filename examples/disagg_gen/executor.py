@@ -26,6 +26,8 @@ from .hotspots import (
     PoliteComm,
     broadcast_sample_state,
     safe_broadcast,
+    select_implementation,
+    selected_implementation,
 )
 from .network import Ingress, LoadClient
 from .simulation import VOCAB_SIZE, SimulatedStream, StreamEvent, TokenizedRequest
@@ -47,8 +49,9 @@ def injected_slow_phase(seconds: float) -> None:
         spins += sum(range(200))
 
 
-class SlowFlag:
-    """Whether --slow-flag's file exists, looked up at most every SLOW_FLAG_POLL_S."""
+class FileFlag:
+    """Whether a flag file (--slow-flag, --after-flag) exists, looked up at most every
+    SLOW_FLAG_POLL_S."""
 
     def __init__(self, path: str | None) -> None:
         self._path = path
@@ -136,7 +139,8 @@ class PyExecutor:
         self.window = Window()
         self.wall_seconds = 0.0
         self.error: BaseException | None = None
-        self._slow_flag = SlowFlag(getattr(options, "slow_flag", None))
+        self._slow_flag = FileFlag(getattr(options, "slow_flag", None))
+        self._after_flag = FileFlag(getattr(options, "after_flag", None))
         self.thread = threading.Thread(target=self._run, name="executor-loop", daemon=True)
 
     def _run(self) -> None:
@@ -163,6 +167,7 @@ class PyExecutor:
         normal_step_cpu = 0.0  # moving average of a step's executor CPU without the flag
         while True:
             top = time.perf_counter()
+            self._switch_variant(top)
             if self._slow_flag.present(top):
                 injected_slow_phase(SLOW_FACTOR * normal_step_cpu)
                 top = time.perf_counter()
@@ -191,6 +196,12 @@ class PyExecutor:
             steps = [*steps[-1:], step]
             prev_top = top
             index += 1
+
+    def _switch_variant(self, now: float) -> None:
+        """--after-flag: the fix on while its file exists, --impl otherwise (between steps)."""
+        wanted = "after" if self._after_flag.present(now) else self._options.impl
+        if selected_implementation() != wanted:
+            select_implementation(wanted)
 
     def _log_step(self, steps: list[Step], host_ms: float) -> None:
         step = steps[-1]

@@ -52,6 +52,10 @@ def select_implementation(name: str) -> ReferenceImpl:
     return impl
 
 
+def selected_implementation() -> str:
+    return _SELECTED[0].name
+
+
 def wait_politely(request: Any) -> None:
     while not request.Test():
         time.sleep(POLL_SECONDS)
@@ -138,10 +142,10 @@ def broadcast_sample_state(comm: PoliteComm, state: Any, root: int = 0) -> Any:
 
 
 class DefaultADPRouter:
-    """Upstream's class and method names around the selected reference router."""
+    """Upstream's class and method names around the selected reference router (the variant
+    selected when it is called: --after-flag switches it at run time)."""
 
-    def __init__(self, impl: ReferenceImpl, ledger: CpuLedger) -> None:
-        self._impl = impl
+    def __init__(self, ledger: CpuLedger) -> None:
         self._ledger = ledger
 
     def _balance_requests_across_ranks(
@@ -154,7 +158,7 @@ class DefaultADPRouter:
     ) -> dict[int, list[RequestItem]]:
         started = time.thread_time()
         try:
-            return self._impl.route(
+            return _SELECTED[0].route(
                 new_requests,
                 all_ranks_new_requests,
                 all_ranks_num_active_requests,

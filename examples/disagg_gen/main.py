@@ -139,6 +139,13 @@ OPTIONS: tuple[tuple[str, type, Any, str], ...] = (
     ("--log-file", str, None, "iteration log destination (default: stdout)"),
     ("--ground-truth", str, None, "rank 0 writes its measured thread CPU here (JSON)"),
     (
+        "--after-flag",
+        str,
+        None,
+        "while this file exists, rank 0 runs the `after` variant: the fix switched at run "
+        "time (every difference between the variants is on rank 0)",
+    ),
+    (
         "--slow-flag",
         str,
         None,
@@ -174,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI  # importing initializes MPI, which --help does not need
 
     world = MPI.COMM_WORLD
-    impl = select_implementation(options.impl)
+    select_implementation(options.impl)
     comm = PoliteComm(world, LEDGER)
-    router = DefaultADPRouter(impl, LEDGER)
+    router = DefaultADPRouter(LEDGER)
     try:
         if world.Get_rank() == 0:
             run_leader(options, comm, router)

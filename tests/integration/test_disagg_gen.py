@@ -131,3 +131,22 @@ def test_fast_impl_as_module_with_full_safe_broadcast_on_every_rank(tmp_path):
     data = json.loads(truth.read_text())
     assert data["impl"] == "fast" and data["settings"]["worker_unpickle"] is True
     assert data["functions"]["safe_broadcast"]["calls"] > 0
+
+
+def test_after_flag_switches_rank0_to_the_fix_at_run_time(runs, tmp_path):
+    """--after-flag FILE: while FILE exists rank 0 runs the fixed variant whatever --impl says
+    (benchmarks/demo_interleaved.py alternates it); the other ranks keep matching."""
+    flag = tmp_path / "after.flag"
+    flag.touch()
+    _, truth_path, _ = _run_server(
+        "switched", tmp_path, "--impl", "before", "--after-flag", str(flag)
+    )
+    switched = json.loads(truth_path.read_text())
+    before = json.loads(runs["before"][1].read_text())
+
+    def per_request(data: dict) -> float:
+        return data["watched"]["gil_cpu_s"] / max(1, data["window"]["requests"])
+
+    assert switched["impl"] == "before" and switched["window"]["iterations"] >= 5
+    # the same bar as the fix itself above: the root's unpickle and one copy are gone
+    assert per_request(switched) < 0.8 * per_request(before), (switched, before)
