@@ -22,6 +22,11 @@ def readable(table: Table) -> Table:
     return table
 
 
+def console_width(width: int | None = None) -> int:
+    """The columns a terminal table is laid out for: `width`, else the terminal's, 100-160."""
+    return width or max(100, min(160, shutil.get_terminal_size((120, 40)).columns))
+
+
 def to_text(renderables: Iterable[Any], *, color: bool = False, width: int | None = None) -> str:
     buffer = io.StringIO()
     console = Console(
@@ -29,7 +34,7 @@ def to_text(renderables: Iterable[Any], *, color: bool = False, width: int | Non
         force_terminal=color,
         no_color=not color,
         highlight=False,
-        width=width or max(100, min(160, shutil.get_terminal_size((120, 40)).columns)),
+        width=console_width(width),
         soft_wrap=False,
     )
     for item in renderables:

@@ -21,7 +21,14 @@ from gilprof.analysis.compare import (
 from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.waits import WaitComparison
 from gilprof.renderers import register
-from gilprof.renderers._rich import to_text
+from gilprof.renderers._rich import console_width, to_text
+from gilprof.renderers.compare_cells import (
+    format_pct,
+    ms_cells,
+    share_cells,
+    share_table,
+    verdict_text,
+)
 from gilprof.renderers.compare_costs import COST_LEGEND, cost_table, md_cost_rows, unit_label
 from gilprof.renderers.compare_waits import waits_dict, waits_markdown, waits_tables
 from gilprof.stats import Difference
@@ -29,7 +36,6 @@ from gilprof.stats import Difference
 # /2: steps.verdict_before/after became the host/device verdicts of the loop thread (objects,
 # null without profiles' evidence); the log-only ratio reading is steps.reading_before/after.
 COMPARE_SCHEMA = "gilprof.analysis.compare/2"
-_STYLE = {IMPROVED: "green", REGRESSED: "red"}
 
 
 def _num(value: float | None) -> float | None:
@@ -117,57 +123,6 @@ def render_json(
     return json.dumps(out, indent=2) + "\n"
 
 
-def _pct(v: float) -> str:
-    return f"{100 * v:.1f}%"
-
-
-def _pp(v: float) -> str:
-    return "±inf" if not math.isfinite(v) else f"{100 * v:+.1f}"
-
-
-def share_cells(d: Difference) -> list[str]:
-    rel = "" if d.relative is None else f"{100 * d.relative:+.0f}%"
-    return [
-        _pct(d.before),
-        _pct(d.after),
-        f"{_pp(d.delta)} pp",
-        rel,
-        f"[{_pp(d.low)}, {_pp(d.high)}]",
-    ]
-
-
-def ms_cells(d: Difference) -> list[str]:
-    rel = "" if d.relative is None else f"{100 * d.relative:+.1f}%"
-    ci = "n/a" if not math.isfinite(d.low) else f"[{d.low:+.1f}, {d.high:+.1f}]"
-    return [f"{d.before:.1f}", f"{d.after:.1f}", f"{d.delta:+.1f}", rel, ci]
-
-
-def _share_table(title: str, rows: list[ShareChange], first: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    table.add_column(first)
-    for name in ("before", "after", "change", "rel", "95% CI (pp)", "verdict"):
-        table.add_column(name, justify="left" if name == "verdict" else "right")
-    for row in rows:
-        label = (
-            row.name
-            + (f" ({row.file})" if row.file else "")
-            + (f" [{row.thread}]" if row.thread and first == "function" else "")
-        )
-        table.add_row(
-            label,
-            *share_cells(row.total),
-            Text(_verdict_text(row), style=_STYLE.get(row.verdict, "")),
-        )
-    return table
-
-
-def _verdict_text(row: ShareChange) -> str:
-    """The verdict, with the cost per unit of work it was judged on when there is one."""
-    if row.cost is None:
-        return row.verdict
-    return f"{row.verdict} ({row.cost.before:.1f} -> {row.cost.after:.1f} ms)"
-
-
 def steps_verdict_line(s: StepsChange, verdicts: Verdicts = (None, None)) -> str:
     """Per side: the loop thread's verdict when there is one, else what the log's ratio shows."""
 
@@ -201,16 +156,20 @@ def render_table(
             f"{100 * c.confidence:.0f}% intervals)"
         )
     ]
+    layout: dict[str, Any] = {"wide": wide, "width": console_width(width)}
     if c.utilization:
-        out.append(_share_table("GIL", [c.utilization], "metric"))
+        out.append(share_table("GIL", [c.utilization], "metric", **layout))
     if c.watch:
-        out.append(_share_table("Watched functions (total share)", list(c.watch), "function"))
+        out.append(
+            share_table("Watched functions (total share)", list(c.watch), "function", **layout)
+        )
     if c.threads:
         out.append(
-            _share_table(
+            share_table(
                 "Threads (held share)" if c.utilization else "Threads (sampled share)",
                 list(c.threads),
                 "thread",
+                **layout,
             )
         )
     if c.steps:
@@ -241,7 +200,7 @@ def render_table(
         )
         out.append(Text(COST_LEGEND))
     else:
-        out.append(_share_table("Functions (total share)", list(c.functions), "function"))
+        out.append(share_table("Functions (total share)", list(c.functions), "function", **layout))
     if c.renames:
         out.append(Text("renamed: " + ", ".join(f"{a} -> {b}" for a, b in c.renames)))
     return to_text(out, color=color, width=width)
@@ -265,7 +224,7 @@ def _md_rows(rows: list[ShareChange]) -> list[str]:
             continue
         mark = {IMPROVED: "✅ ", REGRESSED: "❌ "}.get(r.verdict, "")
         lines.append(
-            f"| {label} | " + " | ".join(share_cells(r.total)) + f" | {mark}{_verdict_text(r)} |"
+            f"| {label} | " + " | ".join(share_cells(r.total)) + f" | {mark}{verdict_text(r)} |"
         )
     return lines
 
@@ -350,12 +309,12 @@ def demo_summary(
     for w in c.watch:
         if w.total.before >= 0.01:
             held.append(
-                f"`{w.name}` was on the GIL holder's stack {_pct(w.total.before)} of the time"
+                f"`{w.name}` was on the GIL holder's stack {format_pct(w.total.before)} of the time"
             )
     busiest = max(c.threads, key=lambda t: t.total.before, default=None)
     lines = ["## What the demo found", ""]
     utilization = (
-        f"Before the fix, some thread held rank 0's GIL {_pct(c.utilization.total.before)} "
+        f"Before the fix, some thread held rank 0's GIL {format_pct(c.utilization.total.before)} "
         "of the time"
         if c.utilization
         else "Before the fix"
@@ -363,7 +322,7 @@ def demo_summary(
     lines.append(
         f"**What held the GIL.** {utilization}"
         + (
-            f"; the busiest thread was `{busiest.name}` ({_pct(busiest.total.before)})"
+            f"; the busiest thread was `{busiest.name}` ({format_pct(busiest.total.before)})"
             if busiest
             else ""
         )
@@ -379,7 +338,7 @@ def demo_summary(
                 else ""
             )
             changes.append(
-                f"`{w.name}` {cost}{_pct(w.total.before)} -> {_pct(w.total.after)} of the GIL "
+                f"`{w.name}` {cost}{format_pct(w.total.before)} -> {format_pct(w.total.after)} of the GIL "
                 f"({w.verdict})"
             )
     if c.steps:

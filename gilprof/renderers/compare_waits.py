@@ -19,7 +19,7 @@ _MOVED = {"improved": "share down", "regressed": "share up"}
 
 
 def _cells(d: Difference, verdict: str, shares_only: bool = False) -> list[str]:
-    from gilprof.renderers.compare import share_cells
+    from gilprof.renderers.compare_cells import share_cells
 
     return [*share_cells(d), _MOVED.get(verdict, verdict) if shares_only else verdict]
 

@@ -409,3 +409,37 @@ def test_the_function_the_change_rewrote_leads_and_is_not_folded(tmp_path):
     assert rows[0].name == "wrapper" and rows[0].folded is None
     assert rows[1].name == "inner"
     assert {r.name: r.folded for r in rows}["step"] is not None
+
+
+def test_watched_names_stay_on_one_line_at_100_columns(tmp_path):
+    """The watched table keeps `_balance_requests_across_ranks` whole on its row (the verdict
+    and its ms per step wrap at their spaces instead); `--wide` brings back the relative
+    change. The demo's table used to fold the name in the middle."""
+    from gilprof.renderers.compare import render_table
+
+    name = "_balance_requests_across_ranks"
+    steps = rank_steps(str(steps_log(tmp_path / "s.log", 40.0, 10.0, n=60)), 0, 0)
+
+    def side(inner_s: float) -> Profile:
+        return states_profile(
+            [
+                [
+                    (_stack(LOOP, HELD, "PyExecutor._run", name), inner_s),
+                    (_stack(LOOP, HELD, "PyExecutor._run", "broadcast_sample_state"), 0.1),
+                    (_stack(LOOP, HELD, "PyExecutor._run", "safe_broadcast"), 0.9 - inner_s),
+                ]
+                for _ in range(10)
+            ]
+        )
+
+    before, after = side(0.6), side(0.3)
+    costs = compare_costs(loop_costs(before, LOOP, steps), loop_costs(after, LOOP, steps))
+    watch = (name, "safe_broadcast", "broadcast_sample_state")
+    comparison = compare_profiles(before, after, watch=watch, costs=costs)
+    text = render_table(comparison, width=100)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    watched = text.split("Watched functions", 1)[1].split("Threads", 1)[0]
+    assert any(f"│ {name} " in line for line in watched.splitlines()), watched
+    assert "ms)" in watched and " rel " not in watched
+    wide = render_table(comparison, width=140, wide=True)
+    assert " rel " in wide.split("Watched functions", 1)[1].split("Threads", 1)[0]

@@ -1,0 +1,87 @@
+"""The cells and share tables of compare's terminal output: figures that never wrap, names
+kept whole where the table fits, the verdict with the cost it was judged on."""
+
+from __future__ import annotations
+
+import math
+
+from rich.table import Table
+from rich.text import Text
+
+from gilprof.analysis.compare import IMPROVED, REGRESSED, ShareChange
+from gilprof.stats import Difference
+
+STYLE = {IMPROVED: "green", REGRESSED: "red"}
+
+
+def format_pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+def _pp(v: float) -> str:
+    return "±inf" if not math.isfinite(v) else f"{100 * v:+.1f}"
+
+
+def share_cells(d: Difference) -> list[str]:
+    rel = "" if d.relative is None else f"{100 * d.relative:+.0f}%"
+    return [
+        format_pct(d.before),
+        format_pct(d.after),
+        f"{_pp(d.delta)} pp",
+        rel,
+        f"[{_pp(d.low)}, {_pp(d.high)}]",
+    ]
+
+
+def ms_cells(d: Difference) -> list[str]:
+    rel = "" if d.relative is None else f"{100 * d.relative:+.1f}%"
+    ci = "n/a" if not math.isfinite(d.low) else f"[{d.low:+.1f}, {d.high:+.1f}]"
+    return [f"{d.before:.1f}", f"{d.after:.1f}", f"{d.delta:+.1f}", rel, ci]
+
+
+def share_table(
+    title: str, rows: list[ShareChange], first: str, *, wide: bool = True, width: int = 160
+) -> Table:
+    """One row per name: shares before/after, the change with its interval, the verdict.
+    Narrow (`wide` False) leaves out the relative change. A name is kept whole on one line
+    when the table still fits `width` columns that way; else it folds."""
+    labels = [
+        row.name
+        + (f" ({row.file})" if row.file else "")
+        + (f" [{row.thread}]" if row.thread and first == "function" else "")
+        for row in rows
+    ]
+    columns = ("before", "after", "change", *(("rel",) if wide else ()), "95% CI (pp)", "verdict")
+    cells = [_share_row(row, wide) for row in rows]
+    verdicts = [verdict_text(row, "\n") for row in rows]
+    name_width = min(max((len(label) for label in labels), default=0), MAX_NAME_WIDTH)
+    figures = sum(
+        max(len(columns[i]), *(len(c[i]) for c in cells)) for i in range(len(columns) - 1)
+    )
+    verdict_words = max((len(w) for v in verdicts for w in v.split()), default=0)
+    needed = name_width + figures + max(verdict_words, len("verdict")) + 3 * (len(columns) + 1) + 1
+    table = Table(title=title, title_justify="left")
+    # Kept on one line (no_wrap), narrower columns give way first: the verdict wraps.
+    table.add_column(first, no_wrap=needed <= width)
+    for name in columns:
+        table.add_column(name, justify="left" if name == "verdict" else "right")
+    for row, label, figures_row, verdict in zip(rows, labels, cells, verdicts, strict=True):
+        table.add_row(label, *figures_row, Text(verdict, style=STYLE.get(row.verdict, "")))
+    return table
+
+
+def _share_row(row: ShareChange, wide: bool) -> list[str]:
+    cells = share_cells(row.total)
+    return cells if wide else cells[:3] + cells[4:]  # without "rel"
+
+
+# Above this a name may still fold: one very long qualname must not push every figure away.
+MAX_NAME_WIDTH = 48
+
+
+def verdict_text(row: ShareChange, between: str = " ") -> str:
+    """The verdict, with the cost per unit of work it was judged on when there is one
+    (`between` them: a terminal table puts the cost on a line of its own)."""
+    if row.cost is None:
+        return row.verdict
+    return f"{row.verdict}{between}({row.cost.before:.1f} -> {row.cost.after:.1f} ms)"
