@@ -357,19 +357,23 @@ def prediction_gap(prediction: Prediction, before: RankSteps, after: RankSteps) 
 
 def agreement(predicted: Estimate, measured: Estimate, gap: Estimate) -> str:
     """Whether the predicted saving agrees with the measured one, and by which bar: within
-    AGREEMENT of it, or inside `gap`'s interval (the two figures' 95% uncertainty)."""
+    AGREEMENT of it, or inside `gap`'s interval (the two figures' 95% uncertainty); an
+    interval as wide as the measured saving decides nothing, so that reads undetermined."""
     if not measured.value:
         return "nothing was measured to agree with"
     error = (predicted.value - measured.value) / measured.value
     said = f"error {100 * error:+.0f}% of the saving"
-    half = (gap.high - gap.low) / 2
-    bar = (
-        f"the two figures' 95% uncertainty, +-{half:.1f} ms"
-        if math.isfinite(half)
-        else "no known uncertainty"
-    )
     if abs(error) <= AGREEMENT:
         return f"{said}: agrees (within +-{AGREEMENT:.0%})"
+    half = (gap.high - gap.low) / 2
+    if not math.isfinite(half):
+        return f"{said}: undetermined, one of the figures has no known uncertainty"
+    bar = f"the two figures' 95% uncertainty, +-{half:.1f} ms"
+    if half >= abs(measured.value):
+        return (
+            f"{said}: undetermined, {bar}, is as wide as the measured saving (the runs' steps "
+            "drifted; before and after interleaved would decide: benchmarks/demo_interleaved.py)"
+        )
     if gap.low <= 0 <= gap.high:
         return f"{said}: agrees within {bar}"
     return f"{said}: DISAGREES (beyond +-{AGREEMENT:.0%} and {bar})"

@@ -76,7 +76,9 @@ def test_agreement_names_its_bar():
     said = agreement(_estimate(14.0, 0.5), _estimate(10.0, 2.5), _estimate(-4.0, 2.5))
     assert "+40%" in said and "agrees within the two figures' 95% uncertainty, +-5.0 ms" in said
     assert "DISAGREES" in agreement(_estimate(14.0, 0.1), _estimate(10.0, 0.1), _estimate(-4, 0.1))
-    assert "no known uncertainty" in agreement(
+    vague = agreement(_estimate(14.0, 0.5), _estimate(10.0, 5.0), _estimate(-4.0, 5.0))
+    assert "undetermined, the two figures' 95% uncertainty, +-10.0 ms" in vague
+    assert "undetermined, one of the figures has no known uncertainty" in agreement(
         _estimate(14.0, 0.1), _estimate(10.0, 0.1), Estimate(-4, -math.inf, math.inf, math.inf, 0)
     )
 
