@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -385,23 +386,29 @@ def prediction_check(
     """Predicted (from the before profile) vs measured host step, and both verdicts."""
     measured = measured_saving(before, after)
     saving = prediction.step_saving_ms
+    lines = [
+        f"host step, mean    before {before.host_step_ms.mean:.1f} ms "
+        f"({before.iterations} steps logged while sampled)",
+        f"  predicted after  {prediction.step_after_ms.value:.1f} ms "
+        f"(saving {saving.value:.1f} ms, 95% CI {saving.low:.1f}-{saving.high:.1f}; from "
+        f"the before profile alone, removing {', '.join(prediction.removed)}"
+        + (
+            f"; each step at least the simulated device's {prediction.device_ms:g} ms)"
+            if prediction.device_given
+            else ")"
+        ),
+        f"  measured after   {after.host_step_ms.mean:.1f} ms (saving {measured.value:.1f} "
+        f"ms, 95% CI {measured.low:.1f}-{measured.high:.1f}, batch means over the steps)",
+        f"  prediction       "
+        f"{agreement(saving, measured, prediction_gap(prediction, before, after))}",
+        _verdict_evidence("before", verdicts[0]),
+        _verdict_evidence("after", verdicts[1]),
+    ]
+    # 100 columns, each line's continuation under its figures: read in a terminal as printed.
     return "\n".join(
-        [
-            f"host step, mean    before {before.host_step_ms.mean:.1f} ms "
-            f"({before.iterations} steps logged while sampled)",
-            f"  predicted after  {prediction.step_after_ms.value:.1f} ms "
-            f"(saving {saving.value:.1f} ms, 95% CI {saving.low:.1f}-{saving.high:.1f}; from "
-            f"the before profile alone, removing {', '.join(prediction.removed)}"
-            + (
-                f"; each step at least the simulated device's {prediction.device_ms:g} ms)"
-                if prediction.device_given
-                else ")"
-            ),
-            f"  measured after   {after.host_step_ms.mean:.1f} ms (saving {measured.value:.1f} "
-            f"ms, 95% CI {measured.low:.1f}-{measured.high:.1f}, batch means over the steps)",
-            f"  prediction       "
-            f"{agreement(saving, measured, prediction_gap(prediction, before, after))}",
-            _verdict_evidence("before", verdicts[0]),
-            _verdict_evidence("after", verdicts[1]),
-        ]
+        textwrap.fill(line, CHECK_WIDTH, subsequent_indent=" " * 19, break_on_hyphens=False)
+        for line in lines
     )
+
+
+CHECK_WIDTH = 100
