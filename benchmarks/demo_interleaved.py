@@ -37,29 +37,29 @@ from _common import BenchmarkError
 _common.ensure_gilprof_importable()
 
 from gilprof.analysis.attribution import DEFAULT_WATCH  # noqa: E402
-from gilprof.analysis.what_if import parse_specs, predict  # noqa: E402
 from gilprof.cli._verdict import VerdictChoice  # noqa: E402
-from gilprof.cli.demo_run import agreement, measured_saving, prediction_gap  # noqa: E402
+from gilprof.cli.demo_run import (  # noqa: E402
+    agreement,
+    measured_saving,
+    predict_fixes,
+    prediction_gap,
+    rank0_records,
+)
 from gilprof.model import Mode  # noqa: E402
 from gilprof.profile import Profile, merge_profiles  # noqa: E402
 from gilprof.recipes import load_recipe  # noqa: E402
-from gilprof.reference import fixes  # noqa: E402
 from gilprof.sampling.backends import SamplerSettings, get_backend  # noqa: E402
 from gilprof.sampling.capture import make_target, stop_on_signals  # noqa: E402
 from gilprof.sampling.discover import Selection  # noqa: E402
 from gilprof.sampling.launch import LaunchedJob  # noqa: E402
 from gilprof.sampling.processes import find_binary  # noqa: E402
 from gilprof.sampling.session import SessionOptions, run_session  # noqa: E402
-from gilprof.steps import RankSteps, StepRecord, read_step_logs, summarize  # noqa: E402
+from gilprof.steps import RankSteps, StepRecord, summarize  # noqa: E402
 
 SERVER = _common.REPO_ROOT / "examples" / "disagg_gen" / "server.py"
 DEVICE_MS = 20.0
 WARMUP_S = 4.0
 SETTLE_S = 1.0  # the flag is looked for every 0.5 s; then one step in the new variant
-
-
-def _rank0(log: Path) -> list[StepRecord]:
-    return [r for r in read_step_logs([log]) if r.rank == 0]
 
 
 def _steps(records: list[StepRecord]) -> RankSteps:
@@ -106,9 +106,9 @@ def run_blocks(args: argparse.Namespace, folder: Path, stop: threading.Event) ->
                 else:
                     flag.unlink(missing_ok=True)
                 stop.wait(SETTLE_S)
-                first = len(_rank0(log))
+                first = len(rank0_records(log))
                 profile = run_session(target, get_backend("py-spy"), options, stop)
-                blocks.append(Block(side, profile, (first, len(_rank0(log)))))
+                blocks.append(Block(side, profile, (first, len(rank0_records(log)))))
                 print(
                     f"  block {len(blocks)}: {side:6s} steps {first}-{blocks[-1].lines[1]}",
                     file=sys.stderr,
@@ -130,9 +130,7 @@ def judge(befores: list[Block], afters: list[Block], records: list[StepRecord]) 
     verdict_judge = VerdictChoice(skip_warmup=0).judge
     verdict_b = verdict_judge(before, steps_b, recipe, watch)
     verdict_judge(after, steps_a, recipe, watch)  # the after profile must read too
-    prediction = predict(
-        before, verdict_b, steps_b, parse_specs(fixes.removed_by_fix()), device_step_ms=DEVICE_MS
-    )
+    prediction = predict_fixes(before, verdict_b, steps_b, DEVICE_MS)
     measured = measured_saving(steps_b, steps_a)
     saving = prediction.step_saving_ms
     gap = prediction_gap(prediction, steps_b, steps_a)
@@ -164,7 +162,7 @@ def main() -> int:
             stop_on_signals() as stop,
         ):
             blocks = run_blocks(args, Path(tmp), stop)
-            records = _rank0(Path(tmp) / "steps.log")
+            records = rank0_records(Path(tmp) / "steps.log")
             befores = [b for b in blocks if b.side == "before"]
             afters = [b for b in blocks if b.side == "after"]
             pooled = judge(befores, afters, records)

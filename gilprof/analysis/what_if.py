@@ -325,6 +325,12 @@ def _unnamed_feeders(profile: Profile, others: dict[int, Saved], period: float) 
     )
 
 
+def steps_after(host_ms: Iterable[float], cut: float, device_ms: float) -> list[float]:
+    """Each logged step's predicted time once `cut` ms of host work is gone: the slower of
+    its host time less the cut and the device's step (0: no device floor)."""
+    return [max(h - cut, device_ms) for h in host_ms]
+
+
 def _per_step_floor(steps: RankSteps, saving: Estimate, device_ms: float) -> Estimate:
     """The mean over the logged steps of max(step - saving, device): a step's host time
     varies around the mean, and each step waits for the slower of host and device, so a
@@ -332,7 +338,7 @@ def _per_step_floor(steps: RankSteps, saving: Estimate, device_ms: float) -> Est
     hosts = list(steps.host_ms)
 
     def mean_step(cut: float) -> float:
-        return math.fsum(max(h - cut, device_ms) for h in hosts) / len(hosts)
+        return math.fsum(steps_after(hosts, cut, device_ms)) / len(hosts)
 
     # d(mean step)/d(saving): the share of steps the host still paces
     paced = sum(h - saving.value > device_ms for h in hosts) / len(hosts)

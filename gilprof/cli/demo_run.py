@@ -22,7 +22,7 @@ from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.analysis.compare import Comparison, compare_profiles
 from gilprof.analysis.per_step import compare_costs, side_costs
 from gilprof.analysis.verdict import BOUND_WORDS, Verdict
-from gilprof.analysis.what_if import Prediction, parse_specs, predict
+from gilprof.analysis.what_if import Prediction, parse_specs, predict, steps_after
 from gilprof.cli._verdict import VerdictChoice
 from gilprof.errors import TargetError, UsageError
 from gilprof.model import Mode
@@ -39,7 +39,7 @@ from gilprof.sampling.launch import LaunchedJob
 from gilprof.sampling.processes import find_binary
 from gilprof.sampling.session import SessionOptions, run_session
 from gilprof.stats import Estimate, independent_sum, series_mean_ci
-from gilprof.steps import RankSteps, read_step_logs, summarize
+from gilprof.steps import RankSteps, StepRecord, read_step_logs, summarize
 
 # The simulated device's step (examples/disagg_gen --device-ms), passed to the server
 # explicitly: the prediction takes it as the known device step, as a user would take it
@@ -197,9 +197,13 @@ def run_side(
     return DemoSide(impl, profile_path, log_path, profile, sampled)
 
 
+def rank0_records(log_path: Path) -> list[StepRecord]:
+    """Rank 0's iteration lines in the log so far (the job may still be writing it)."""
+    return [record for record in read_step_logs([log_path]) if record.rank == 0]
+
+
 def _logged_steps(log_path: Path) -> int:
-    """Rank 0's iteration lines in the log so far (the job is still writing it)."""
-    return sum(1 for record in read_step_logs([log_path]) if record.rank == 0)
+    return len(rank0_records(log_path))
 
 
 def sampled_steps(side: DemoSide, skip_warmup: int) -> RankSteps:
@@ -209,7 +213,7 @@ def sampled_steps(side: DemoSide, skip_warmup: int) -> RankSteps:
     outside the sampled window would not be the steps the shares describe. Falls back to
     the whole log, less `skip_warmup`, when too few were logged while sampling."""
     first, last = side.sampled_steps
-    records = [r for r in read_step_logs([side.log_path]) if r.rank == 0]
+    records = rank0_records(side.log_path)
     if last - first >= max(10, skip_warmup):
         steps = summarize(records[first:last], rank=0).rank(0)
     else:
@@ -217,6 +221,20 @@ def sampled_steps(side: DemoSide, skip_warmup: int) -> RankSteps:
     if steps is None:
         raise TargetError(f"[{side.impl}] no iteration lines for rank 0 in {side.log_path}")
     return steps
+
+
+def predict_fixes(
+    profile: Profile, verdict: Verdict, steps: RankSteps, device_ms: float
+) -> Prediction:
+    """From the before side alone: the host step once the reference fixes take their call
+    sites out of the loop, each step at least the simulated device's (none when 0)."""
+    return predict(
+        profile,
+        verdict,
+        steps,
+        parse_specs(fixes.removed_by_fix()),
+        device_step_ms=device_ms if device_ms > 0 else None,
+    )
 
 
 def run_demo(
@@ -236,14 +254,8 @@ def run_demo(
         judge(before.profile, steps_b, recipe, watch),
         judge(after.profile, steps_a, recipe, watch),
     )
-    # From the before side alone: what the reference fixes take out of the loop.
-    device_ms = simulated_device_ms(settings.server_args)
-    prediction = predict(
-        before.profile,
-        verdicts[0],
-        steps_b,
-        parse_specs(fixes.removed_by_fix()),
-        device_step_ms=device_ms if device_ms > 0 else None,
+    prediction = predict_fixes(
+        before.profile, verdicts[0], steps_b, simulated_device_ms(settings.server_args)
     )
     costs = compare_costs(
         side_costs(before.profile, verdicts[0].loop.thread.tid, steps_b, fixes.RENAMES),
@@ -348,9 +360,8 @@ def prediction_gap(prediction: Prediction, before: RankSteps, after: RankSteps) 
     each logged step's predicted time (max(step - saving, device) with a known device step)
     through batch means. The measured after has its batch-means interval. The same gap is
     the measured saving minus the predicted one."""
-    cut = prediction.saving_ms.value
     floor = prediction.device_ms if prediction.device_given and prediction.device_ms else 0.0
-    drift = series_mean_ci([max(h - cut, floor) for h in before.host_ms])
+    drift = series_mean_ci(steps_after(before.host_ms, prediction.saving_ms.value, floor))
     measured = series_mean_ci(after.host_ms)
     gap = prediction.step_after_ms.value - measured.value
     return independent_sum(gap, (prediction.step_after_ms, drift, measured))

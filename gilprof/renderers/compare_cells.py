@@ -54,9 +54,9 @@ def share_table(
     columns = ("before", "after", "change", *(("rel",) if wide else ()), "95% CI (pp)", "verdict")
     cells = [_share_row(row, wide) for row in rows]
     verdicts = [verdict_text(row, "\n") for row in rows]
-    name_width = min(max((len(label) for label in labels), default=0), MAX_NAME_WIDTH)
+    name_width = max((len(label) for label in labels), default=0)
     figures = sum(
-        max(len(columns[i]), *(len(c[i]) for c in cells)) for i in range(len(columns) - 1)
+        max([len(columns[i]), *(len(c[i]) for c in cells)]) for i in range(len(columns) - 1)
     )
     verdict_words = max((len(w) for v in verdicts for w in v.split()), default=0)
     needed = name_width + figures + max(verdict_words, len("verdict")) + 3 * (len(columns) + 1) + 1
@@ -73,10 +73,6 @@ def share_table(
 def _share_row(row: ShareChange, wide: bool) -> list[str]:
     cells = share_cells(row.total)
     return cells if wide else cells[:3] + cells[4:]  # without "rel"
-
-
-# Above this a name may still fold: one very long qualname must not push every figure away.
-MAX_NAME_WIDTH = 48
 
 
 def verdict_text(row: ShareChange, between: str = " ") -> str:

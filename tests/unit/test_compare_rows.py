@@ -290,3 +290,12 @@ def test_compare_profiles_carries_the_steps_comparison():
         ).steps
         is None
     )
+
+
+def test_a_share_table_without_rows_renders_its_header():
+    """Two idle profiles have no functions to list: the table is empty, not an error."""
+    from gilprof.renderers._rich import to_text
+    from gilprof.renderers.compare_cells import share_table
+
+    text = to_text([share_table("Functions (total share)", [], "function", wide=False, width=100)])
+    assert "function" in text and "95% CI (pp)" in text and " rel " not in text
