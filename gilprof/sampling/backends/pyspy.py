@@ -88,7 +88,8 @@ CONTENTION_NOTE = (
     "--native cannot sample without stopping it); without a free core the threads not yet "
     "stopped run on for up to a few ms, so GIL holds and native calls shorter than ~10 ms read "
     "low (measured: 5 ms holds every 50 ms at half their share, 1.6 ms zlib calls at 20-40%); "
-    "waits, and threads that never sleep, are within 5 points. For held shares use gil mode, "
+    "threads that never sleep are within 10 points (the first one stopped reads a few points "
+    "high, measured 3-4 on average), and their waits are the rest. For held shares use gil mode, "
     "which does not pause the target"
 )
 
