@@ -68,8 +68,10 @@ NO_OUTPUT_TO_READ = (
 def stop_on_signals(on_signal: Callable[[int], None] | None = None) -> Iterator[threading.Event]:
     """SIGINT/SIGTERM set an event instead of raising, so the profile is still written."""
     stop = threading.Event()
+    signalled: list[int] = []
 
     def handler(signum: int, _frame: Any) -> None:
+        signalled.append(signum)
         stop.set()
         if on_signal is not None:
             on_signal(signum)
@@ -81,12 +83,17 @@ def stop_on_signals(on_signal: Callable[[int], None] | None = None) -> Iterator[
     try:
         yield stop
     finally:
-        for sig, old in previous.items():
-            # Stopped by a signal, the process is on its way out with its exit code: a
-            # second Ctrl-C there would raise KeyboardInterrupt in the exit path, which
-            # Python reports by killing itself with SIGINT (-2, not 130).
-            stopping = stop.is_set() and sig == signal.SIGINT
-            signal.signal(sig, signal.SIG_IGN if stopping else old)
+        restore_signals(previous, stopped_by_signal=bool(signalled))
+
+
+def restore_signals(previous: Mapping[signal.Signals, Any], stopped_by_signal: bool) -> None:
+    """Put back the handlers that `previous` maps each signal to, SIGINT excepted after a stop
+    by signal: the process is then on its way out with its exit code, and a second Ctrl-C
+    there would raise KeyboardInterrupt in the exit path, which Python reports by killing
+    itself with SIGINT (-2, not 130). So SIGINT stays ignored."""
+    for sig, old in previous.items():
+        keep_out = stopped_by_signal and sig == signal.SIGINT
+        signal.signal(sig, signal.SIG_IGN if keep_out else old)
 
 
 def make_target(info: ProcessInfo, keep_cmdline: bool) -> Target:

@@ -25,7 +25,7 @@ from gilprof.errors import EXIT_INTERRUPTED, GilprofError, TargetError
 from gilprof.model import SamplingInfo, Target
 from gilprof.sampling.backends import get_backend
 from gilprof.sampling.backends.base import Backend, NotReady, SamplerSettings
-from gilprof.sampling.capture import make_target, prepare_folder
+from gilprof.sampling.capture import make_target, prepare_folder, restore_signals
 from gilprof.sampling.discover import TargetQuery
 from gilprof.sampling.recorder import StepMonitor, StepThreshold, WindowRing, with_messages
 from gilprof.sampling.session import target_alive
@@ -150,12 +150,14 @@ def now() -> float:
 def recorder_signals(events: deque[Trigger], stop: threading.Event) -> Iterator[None]:
     """SIGUSR1 asks for a capture; SIGINT/SIGTERM end the run (after writing what is kept)."""
     kinds = {signal.SIGUSR1: "signal", signal.SIGINT: "interrupt", signal.SIGTERM: "terminate"}
+    ended: list[int] = []
 
     def handler(signum: int, _frame: Any) -> None:
         kind = kinds[signal.Signals(signum)]
         name = signal.Signals(signum).name
         events.append(Trigger(kind, now(), f"{name} received"))
         if kind != "signal":
+            ended.append(signum)
             stop.set()
 
     if threading.current_thread() is not threading.main_thread():
@@ -165,8 +167,7 @@ def recorder_signals(events: deque[Trigger], stop: threading.Event) -> Iterator[
     try:
         yield
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        restore_signals(previous, stopped_by_signal=bool(ended))
 
 
 class FlightRecorder:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -126,3 +127,20 @@ def test_unwritable_output_folder_is_exit_2_before_sampling(spawn, tmp_path):
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot write" in lines[0], done.stderr  # no traceback
+
+
+def test_ctrl_c_pressed_again_while_watch_writes_still_exits_130(spawn, tmp_path):
+    """SIGINT ends the recording with a capture of what is kept; more Ctrl-C while that capture
+    is written must not turn the exit into Python's -2 or a traceback."""
+    job = Job(spawn, tmp_path, "--keep", "30s")
+    time.sleep(1.5)  # a few windows kept
+    for _ in range(3):
+        if job.watch.poll() is not None:
+            break
+        job.watch.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+    assert job.watch.wait(timeout=30) == 130, job.stderr()
+    assert "Traceback" not in job.stderr()
+    (capture,) = job.captures()
+    assert "-interrupt-" in capture.name
+    assert Profile.load(capture).windows
