@@ -27,6 +27,7 @@ from gilprof.analysis.compare import compare_profiles  # noqa: E402
 from gilprof.model import Mode, Sample, SamplingInfo, Target, ThreadState  # noqa: E402
 from gilprof.profile import Profile  # noqa: E402
 from gilprof.renderers import render  # noqa: E402
+from gilprof.renderers.compare import CompareView  # noqa: E402
 from gilprof.renderers.report import ReportData  # noqa: E402
 
 RATE = 100.0
@@ -101,7 +102,7 @@ def main() -> int:
     comparison = compare_profiles(gil, gil2)
     _timed(
         "gil compare html",
-        lambda: render("compare", "html", comparison, profiles=(gil, gil2)),
+        lambda: render("compare", "html", CompareView(comparison, profiles=(gil, gil2))),
         results,
     )
     if args.json:

@@ -21,6 +21,7 @@ from gilprof.errors import UsageError
 from gilprof.profile import Profile
 from gilprof.recipes import Recipe
 from gilprof.renderers import info
+from gilprof.renderers.compare import CompareView
 
 
 @click.command("compare")
@@ -128,10 +129,5 @@ def command(
         "compare",
         fmt,
         output,
-        comparison,
-        profiles=(b, a),
-        steps=(sb, sa),
-        verdicts=verdicts,
-        waits=waits,
-        wide=wide,
+        CompareView(comparison, verdicts, waits, profiles=(b, a), steps=(sb, sa), wide=wide),
     )

@@ -9,6 +9,7 @@ import click
 from gilprof.cli._options import number_option
 from gilprof.cli.demo_run import DemoSettings, demo_folder, run_demo
 from gilprof.renderers import render
+from gilprof.renderers.compare import CompareView
 from gilprof.sampling.capture import stop_on_signals
 
 
@@ -70,9 +71,8 @@ def command(
         render(
             "compare",
             "table",
-            result.comparison,
+            CompareView(result.comparison, result.verdicts),
             color=sys.stdout.isatty(),
-            verdicts=result.verdicts,
         ),
         nl=False,
     )

@@ -31,7 +31,7 @@ from gilprof.profile.files import cannot_write
 from gilprof.recipes import load_recipe
 from gilprof.reference import fixes
 from gilprof.renderers import render
-from gilprof.renderers.compare import demo_summary
+from gilprof.renderers.compare import CompareView, demo_summary
 from gilprof.sampling.backends import SamplerSettings, get_backend
 from gilprof.sampling.capture import make_target
 from gilprof.sampling.discover import Selection
@@ -287,7 +287,7 @@ def run_demo(
         + "\n\n"
         + summary
         + "\n"
-        + render("compare", "markdown", comparison, verdicts=verdicts),
+        + render("compare", "markdown", CompareView(comparison, verdicts)),
     )
     from gilprof.analysis.attribution import attribute  # the pictures: report.html, diff.html
     from gilprof.renderers.report import ReportData
@@ -305,9 +305,9 @@ def run_demo(
         render(
             "compare",
             "html",
-            comparison,
-            profiles=(before.profile, after.profile),
-            steps=(steps_b, steps_a),
+            CompareView(
+                comparison, profiles=(before.profile, after.profile), steps=(steps_b, steps_a)
+            ),
         ),
     )
     return DemoResult(

@@ -131,5 +131,6 @@ def command(
         costs=per_step.costs,
         savings=per_step.savings,
         what_if=per_step.what_if,
+        wide=wide,
     )
-    emit("report", fmt, output, data, wide=wide)
+    emit("report", fmt, output, data)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import math
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
@@ -20,9 +20,11 @@ from gilprof.analysis.compare import (
 )
 from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.waits import WaitComparison
+from gilprof.profile import Profile
 from gilprof.renderers import register
 from gilprof.renderers._rich import console_width, to_text
 from gilprof.renderers.compare_cells import (
+    difference_json,
     format_pct,
     ms_cells,
     share_cells,
@@ -31,27 +33,10 @@ from gilprof.renderers.compare_cells import (
 )
 from gilprof.renderers.compare_costs import COST_LEGEND, cost_table, md_cost_rows, unit_label
 from gilprof.renderers.compare_waits import waits_dict, waits_markdown, waits_tables
-from gilprof.stats import Difference
 
 # /2: steps.verdict_before/after became the host/device verdicts of the loop thread (objects,
 # null without profiles' evidence); the log-only ratio reading is steps.reading_before/after.
 COMPARE_SCHEMA = "gilprof.analysis.compare/2"
-
-
-def _num(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else value
-
-
-def _diff_dict(d: Difference) -> dict[str, Any]:
-    return {
-        "before": d.before,
-        "after": d.after,
-        "delta": d.delta,
-        "ci_low": _num(d.low),
-        "ci_high": _num(d.high),
-        "relative": d.relative,
-        "significant": d.significant,
-    }
 
 
 def _row_dict(c: ShareChange) -> dict[str, Any]:
@@ -59,11 +44,11 @@ def _row_dict(c: ShareChange) -> dict[str, Any]:
         "function": c.name,
         "file": c.file,
         "thread": c.thread,
-        "total_share": _diff_dict(c.total),
+        "total_share": difference_json(c.total),
         "self_share_before": c.self_before,
         "self_share_after": c.self_after,
         "verdict": c.verdict,
-        "cost_ms": _diff_dict(c.cost) if c.cost else None,
+        "cost_ms": difference_json(c.cost) if c.cost else None,
         "share_verdict": c.share_verdict,
     }
 
@@ -71,11 +56,23 @@ def _row_dict(c: ShareChange) -> dict[str, Any]:
 Verdicts = tuple["Verdict | None", "Verdict | None"]
 
 
+@dataclass(frozen=True)
+class CompareView:
+    """What every compare renderer is given: the comparison and what is shown beside it."""
+
+    comparison: Comparison
+    verdicts: Verdicts = (None, None)  # the loop's host/device verdict, before and after
+    waits: WaitComparison | None = None  # who waits for whom, before and after
+    profiles: tuple[Profile, Profile] | None = None  # the diff flame graph (html)
+    steps: tuple[Any, Any] | None = None  # the step-time chart (html): iteration logs' steps
+    wide: bool = False  # every column in a terminal table (markdown and html have all)
+
+
 def _steps_dict(s: StepsChange, verdicts: Verdicts) -> dict[str, Any]:
     return {
         "rank": s.rank,
-        "host_step_ms_p50": _diff_dict(s.host_p50),
-        "device_step_ms_p50": _diff_dict(s.device_p50) if s.device_p50 else None,
+        "host_step_ms_p50": difference_json(s.host_p50),
+        "device_step_ms_p50": difference_json(s.device_p50) if s.device_p50 else None,
         "host_step_ms_p90": {"before": s.host_p90_before, "after": s.host_p90_after},
         "reading_before": s.reading_before,
         "reading_after": s.reading_after,
@@ -94,14 +91,14 @@ def comparison_dict(c: Comparison, verdicts: Verdicts = (None, None)) -> dict[st
         "mode": str(c.mode),
         "confidence": c.confidence,
         "batches": list(c.batches),
-        "utilization": _diff_dict(c.utilization.total) if c.utilization else None,
+        "utilization": difference_json(c.utilization.total) if c.utilization else None,
         "threads": [
-            {"thread": t.name, "held_share": _diff_dict(t.total), "verdict": t.verdict}
+            {"thread": t.name, "held_share": difference_json(t.total), "verdict": t.verdict}
             for t in c.threads
         ],
         "functions": [_row_dict(f) for f in c.functions],
         "watch": [
-            {"function": w.name, "total_share": _diff_dict(w.total), "verdict": w.verdict}
+            {"function": w.name, "total_share": difference_json(w.total), "verdict": w.verdict}
             for w in c.watch
         ],
         "steps": _steps_dict(c.steps, verdicts) if c.steps else None,
@@ -111,15 +108,10 @@ def comparison_dict(c: Comparison, verdicts: Verdicts = (None, None)) -> dict[st
 
 
 @register("compare", "json", extension=".json", description="machine-readable")
-def render_json(
-    c: Comparison,
-    verdicts: Verdicts = (None, None),
-    waits: WaitComparison | None = None,
-    **_: Any,
-) -> str:
-    out = comparison_dict(c, verdicts)
-    if waits is not None:
-        out["waits"] = waits_dict(waits)
+def render_json(view: CompareView, **_: Any) -> str:
+    out = comparison_dict(view.comparison, view.verdicts)
+    if view.waits is not None:
+        out["waits"] = waits_dict(view.waits)
     return json.dumps(out, indent=2) + "\n"
 
 
@@ -140,15 +132,10 @@ def steps_verdict_line(s: StepsChange, verdicts: Verdicts = (None, None)) -> str
 
 @register("compare", "table", extension=".txt", description="for a terminal")
 def render_table(
-    c: Comparison,
-    *,
-    color: bool = False,
-    width: int | None = None,
-    verdicts: Verdicts = (None, None),
-    waits: WaitComparison | None = None,
-    wide: bool = False,
-    **_: Any,
+    view: CompareView, *, color: bool = False, width: int | None = None, **_: Any
 ) -> str:
+    """`color` and `width` are the terminal's; what to show is in `view`."""
+    c, verdicts, waits, wide = view.comparison, view.verdicts, view.waits, view.wide
     out: list[Any] = [
         Text(
             f"before: {c.before_label}   after: {c.after_label}   "
@@ -230,12 +217,8 @@ def _md_rows(rows: list[ShareChange]) -> list[str]:
 
 
 @register("compare", "markdown", extension=".md", description="for a PR comment")
-def render_markdown(
-    c: Comparison,
-    verdicts: Verdicts = (None, None),
-    waits: WaitComparison | None = None,
-    **_: Any,
-) -> str:
+def render_markdown(view: CompareView, **_: Any) -> str:
+    c, verdicts, waits = view.comparison, view.verdicts, view.waits
     lines = [
         "### gilprof compare",
         "",

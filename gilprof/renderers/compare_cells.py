@@ -4,6 +4,8 @@ kept whole where the table fits, the verdict with the cost it was judged on."""
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -12,6 +14,15 @@ from gilprof.analysis.compare import IMPROVED, REGRESSED, ShareChange
 from gilprof.stats import Difference
 
 STYLE = {IMPROVED: "green", REGRESSED: "red"}
+
+
+def difference_json(d: Difference) -> dict[str, Any]:
+    """A change as JSON: its fields, the interval as `ci_low`/`ci_high` (null where unbounded)."""
+    out = asdict(d)
+    for field, key in (("low", "ci_low"), ("high", "ci_high")):
+        value = out.pop(field)
+        out[key] = value if math.isfinite(value) else None
+    return out
 
 
 def format_pct(v: float) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from gilprof.analysis.waits import WaitComparison
+from gilprof.renderers.compare_cells import difference_json, share_cells
 from gilprof.stats import Difference
 
 _COLUMNS = ("before", "after", "change", "rel", "95% CI", "verdict")
@@ -19,17 +20,13 @@ _MOVED = {"improved": "share down", "regressed": "share up"}
 
 
 def _cells(d: Difference, verdict: str, shares_only: bool = False) -> list[str]:
-    from gilprof.renderers.compare_cells import share_cells
-
     return [*share_cells(d), _MOVED.get(verdict, verdict) if shares_only else verdict]
 
 
 def waits_dict(w: WaitComparison) -> dict[str, Any]:
-    from gilprof.renderers.compare import _diff_dict
-
     return {
         "threads": [
-            {"thread": t.thread, "wait_share": _diff_dict(t.wait), "verdict": t.verdict}
+            {"thread": t.thread, "wait_share": difference_json(t.wait), "verdict": t.verdict}
             for t in w.threads
         ],
         "blame": [
@@ -38,7 +35,7 @@ def waits_dict(w: WaitComparison) -> dict[str, Any]:
                 "holder": b.holder,
                 "holder_function": b.function,
                 "holder_file": b.file,
-                "share": _diff_dict(b.share),
+                "share": difference_json(b.share),
                 "verdict": b.verdict,
             }
             for b in w.blame

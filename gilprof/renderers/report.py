@@ -39,6 +39,7 @@ class ReportData:
     costs: LoopCosts | None = None
     savings: tuple[Prediction, ...] = ()
     what_if: Prediction | None = None
+    wide: bool = False  # every column in a terminal table (markdown and html have all)
 
 
 def shown_functions(data: ReportData) -> list[FunctionShare]:
@@ -271,13 +272,9 @@ def _header_lines(p: Profile, a: Attribution) -> list[str]:
 
 @register("report", "table", extension=".txt", description="for a terminal")
 def render_table(
-    data: ReportData,
-    *,
-    color: bool = False,
-    width: int | None = None,
-    wide: bool = False,
-    **_: Any,
+    data: ReportData, *, color: bool = False, width: int | None = None, **_: Any
 ) -> str:
+    """`color` and `width` are the terminal's; what to show is in `data`."""
     p, a = data.profile, data.attribution
     gil_mode = a.mode.knows_gil
     out: list[Any] = [
@@ -285,7 +282,7 @@ def render_table(
         for i, line in enumerate(verdict_lines(data.verdict))
     ]
     if data.costs is not None:  # ms per step leads: the unit a decision is made in
-        out += per_step.tables(data.costs, data.savings, data.what_if, data.top, wide)
+        out += per_step.tables(data.costs, data.savings, data.what_if, data.top, data.wide)
     out += [Text(line) for line in _header_lines(p, a)]
     if gil_mode:
         out.append(

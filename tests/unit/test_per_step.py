@@ -303,7 +303,7 @@ def test_compare_leads_with_the_changed_function_and_folds_its_outer_frames(tmp_
 def test_the_compare_table_names_every_row_whole_at_100_columns(tmp_path):
     """Long names that share their start (the demo's PyExecutor._run, ._executor_loop,
     ._fetch_new_requests) wrap instead of being cut to the same "PyExecutor._…"."""
-    from gilprof.renderers.compare import render_table
+    from gilprof.renderers.compare import CompareView, render_table
 
     steps = rank_steps(str(steps_log(tmp_path / "s.log", 40.0, 10.0, n=60)), 0, 0)
     long = ["PyExecutor._run", "PyExecutor._executor_loop", "PyExecutor._fetch_new_requests"]
@@ -321,7 +321,7 @@ def test_the_compare_table_names_every_row_whole_at_100_columns(tmp_path):
 
     before, after = side(0.6), side(0.3)
     costs = compare_costs(loop_costs(before, LOOP, steps), loop_costs(after, LOOP, steps))
-    text = render_table(compare_profiles(before, after, costs=costs), width=100)
+    text = render_table(CompareView(compare_profiles(before, after, costs=costs)), width=100)
     assert "…" not in text
     assert max(len(line) for line in text.splitlines()) <= 100
     flat = "".join(line.strip("│ ") for line in text.splitlines())
@@ -415,7 +415,7 @@ def test_watched_names_stay_on_one_line_at_100_columns(tmp_path):
     """The watched table keeps `_balance_requests_across_ranks` whole on its row (the verdict
     and its ms per step wrap at their spaces instead); `--wide` brings back the relative
     change. The demo's table used to fold the name in the middle."""
-    from gilprof.renderers.compare import render_table
+    from gilprof.renderers.compare import CompareView, render_table
 
     name = "_balance_requests_across_ranks"
     steps = rank_steps(str(steps_log(tmp_path / "s.log", 40.0, 10.0, n=60)), 0, 0)
@@ -436,10 +436,10 @@ def test_watched_names_stay_on_one_line_at_100_columns(tmp_path):
     costs = compare_costs(loop_costs(before, LOOP, steps), loop_costs(after, LOOP, steps))
     watch = (name, "safe_broadcast", "broadcast_sample_state")
     comparison = compare_profiles(before, after, watch=watch, costs=costs)
-    text = render_table(comparison, width=100)
+    text = render_table(CompareView(comparison), width=100)
     assert max(len(line) for line in text.splitlines()) <= 100
     watched = text.split("Watched functions", 1)[1].split("Threads", 1)[0]
     assert any(f"│ {name} " in line for line in watched.splitlines()), watched
     assert "ms)" in watched and " rel " not in watched
-    wide = render_table(comparison, width=140, wide=True)
+    wide = render_table(CompareView(comparison, wide=True), width=140)
     assert " rel " in wide.split("Watched functions", 1)[1].split("Threads", 1)[0]

@@ -12,9 +12,9 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from gilprof.analysis.compare import IMPROVED, REGRESSED, Comparison, ShareChange
-from gilprof.profile import Profile
+from gilprof.analysis.compare import IMPROVED, REGRESSED, ShareChange
 from gilprof.renderers import register
+from gilprof.renderers.compare import CompareView
 from gilprof.renderers.flamegraph import diff_flame, flame_json
 from gilprof.renderers.html import esc, page, pct, table
 from gilprof.stats import Difference
@@ -143,13 +143,8 @@ def _histogram_svg(
 @register(
     "compare", "html", extension=".html", description="one offline page: diff flame graph, changes"
 )
-def render_html(
-    c: Comparison,
-    *,
-    profiles: tuple[Profile, Profile] | None = None,
-    steps: tuple[Any, Any] | None = None,
-    **_: Any,
-) -> str:
+def render_html(view: CompareView, **_: Any) -> str:
+    c, profiles, steps = view.comparison, view.profiles, view.steps
     title = "gilprof compare"
     header = (
         f'<header><h1>{esc(title)}: before vs after</h1><p class="meta">before '
