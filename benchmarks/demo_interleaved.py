@@ -13,7 +13,8 @@ each side as often first as second, so a drift over the run falls on both), samp
 in the states mode in every block, 1 s windows at 100 Hz, and keeps the log lines each block
 wrote, after 1 s for the switch to take hold.
 
-Reported, pooled over the blocks and per before/after pair: the mean host step of each side,
+Reported, pooled over the blocks, per before/after pair and paired (the mean of the pairs'
+savings with a t interval over the pairs): the mean host step of each side,
 the saving predicted from the before blocks' profile alone (the demo's prediction: the
 reference fixes' `FUNC:LINE` specs, the device step known), the measured saving with its
 batch-means interval, and the demo's one-line judgement (gilprof.cli.demo_run). Exit status:
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import statistics
 import sys
 import tempfile
 import threading
@@ -54,6 +57,7 @@ from gilprof.sampling.discover import Selection  # noqa: E402
 from gilprof.sampling.launch import LaunchedJob  # noqa: E402
 from gilprof.sampling.processes import find_binary  # noqa: E402
 from gilprof.sampling.session import SessionOptions, run_session  # noqa: E402
+from gilprof.stats import t_quantile  # noqa: E402
 from gilprof.steps import RankSteps, StepRecord, summarize  # noqa: E402
 
 SERVER = _common.REPO_ROOT / "examples" / "disagg_gen" / "server.py"
@@ -147,6 +151,25 @@ def judge(befores: list[Block], afters: list[Block], records: list[StepRecord]) 
     }
 
 
+def paired_saving(pairs: list[dict[str, Any]]) -> dict[str, float] | None:
+    """The mean of the pairs' measured savings with a t interval over the pairs: each pair's
+    two blocks are seconds apart, so what the machine does over minutes falls on both sides of
+    each difference (the pooled batch-means interval keeps the jumps between blocks)."""
+    if len(pairs) < 2:
+        return None
+    savings = [p["measured_saving_ms"] for p in pairs]
+    predicted = statistics.fmean(p["predicted_saving_ms"] for p in pairs)
+    mean = statistics.fmean(savings)
+    half = t_quantile(0.975, len(savings) - 1) * statistics.stdev(savings) / len(savings) ** 0.5
+    return {
+        "measured_ms": mean,
+        "low_ms": mean - half,
+        "high_ms": mean + half,
+        "predicted_ms": predicted,
+        "error": (predicted - mean) / mean if mean else math.nan,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", type=int, default=4, help="before/after pairs (default 4)")
@@ -185,11 +208,20 @@ def main() -> int:
             f"{f'[{low:.1f}, {high:.1f}]':>14s} {error:>6s}"
         )
     print(f"pooled: {pooled['judgement']}")
+    paired = paired_saving(pairs)
+    if paired is not None:
+        print(
+            f"paired: measured saving {paired['measured_ms']:.1f} ms, 95% CI "
+            f"[{paired['low_ms']:.1f}, {paired['high_ms']:.1f}] over {len(pairs)} pairs (t over "
+            f"the pairs' own savings); predicted {paired['predicted_ms']:.1f} ms; error "
+            f"{100 * paired['error']:+.0f}%"
+        )
     if args.json:
         figures = {
             "settings": vars(args) | {"json": str(args.json)},
             "pooled": pooled,
             "pairs": pairs,
+            "paired": paired,
         }
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 1 if "DISAGREES" in pooled["judgement"] else 0

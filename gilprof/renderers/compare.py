@@ -172,7 +172,7 @@ def render_table(
         )
         out += [table, Text(steps_verdict_line(s, verdicts))]
     if waits is not None:
-        out += waits_tables(waits, shares_only=c.costs is not None)
+        out += waits_tables(waits, c.costs is not None, **layout)
     headline = unit_label(c)
     if headline and c.costs:
         unit = c.costs.unit

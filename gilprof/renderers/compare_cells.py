@@ -4,6 +4,7 @@ kept whole where the table fits, the verdict with the cost it was judged on."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -66,19 +67,31 @@ def share_table(
     cells = [_share_row(row, wide) for row in rows]
     verdicts = [verdict_text(row, "\n") for row in rows]
     name_width = max((len(label) for label in labels), default=0)
-    figures = sum(
-        max([len(columns[i]), *(len(c[i]) for c in cells)]) for i in range(len(columns) - 1)
-    )
-    verdict_words = max((len(w) for v in verdicts for w in v.split()), default=0)
-    needed = name_width + figures + max(verdict_words, len("verdict")) + 3 * (len(columns) + 1) + 1
     table = Table(title=title, title_justify="left")
     # Kept on one line (no_wrap), narrower columns give way first: the verdict wraps.
-    table.add_column(first, no_wrap=needed <= width)
+    table.add_column(first, no_wrap=name_fits(name_width, columns, cells, verdicts, width))
     for name in columns:
         table.add_column(name, justify="left" if name == "verdict" else "right")
     for row, label, figures_row, verdict in zip(rows, labels, cells, verdicts, strict=True):
         table.add_row(label, *figures_row, Text(verdict, style=STYLE.get(row.verdict, "")))
     return table
+
+
+def name_fits(
+    name_width: int,
+    columns: Sequence[str],
+    figures: Sequence[Sequence[str]],
+    verdicts: Sequence[str],
+    width: int,
+) -> bool:
+    """Whether a table of a name column `name_width` wide, figure columns (`columns` less the
+    last, with rows of `figures`, none wrapping) and a last verdict column wrapped at its
+    words fits `width` terminal columns with rich's borders and padding."""
+    figure_width = sum(
+        max([len(columns[i]), *(len(row[i]) for row in figures)]) for i in range(len(columns) - 1)
+    )
+    verdict_width = max([len(columns[-1]), *(len(w) for v in verdicts for w in v.split())])
+    return name_width + figure_width + verdict_width + 3 * (len(columns) + 1) + 1 <= width
 
 
 def _share_row(row: ShareChange, wide: bool) -> list[str]:

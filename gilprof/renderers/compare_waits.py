@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from gilprof.analysis.waits import WaitComparison
-from gilprof.renderers.compare_cells import difference_json, share_cells
+from gilprof.renderers.compare_cells import difference_json, name_fits, share_cells
 from gilprof.stats import Difference
 
 _COLUMNS = ("before", "after", "change", "rel", "95% CI", "verdict")
@@ -21,6 +21,11 @@ _MOVED = {"improved": "share down", "regressed": "share up"}
 
 def _cells(d: Difference, verdict: str, shares_only: bool = False) -> list[str]:
     return [*share_cells(d), _MOVED.get(verdict, verdict) if shares_only else verdict]
+
+
+def _narrow(cells: list[str], wide: bool) -> list[str]:
+    """A terminal row's cells: without the relative change unless `wide` (as share tables)."""
+    return cells if wide else [c for c, name in zip(cells, _COLUMNS, strict=True) if name != "rel"]
 
 
 def waits_dict(w: WaitComparison) -> dict[str, Any]:
@@ -43,25 +48,56 @@ def waits_dict(w: WaitComparison) -> dict[str, Any]:
     }
 
 
-def waits_tables(w: WaitComparison, shares_only: bool = False) -> list[Table]:
-    threads = Table(title="GIL wait per thread (share of wall)", title_justify="left")
-    threads.add_column("thread")
-    for name in _COLUMNS:
-        threads.add_column(name, justify="right")
-    for t in w.threads:
-        threads.add_row(t.thread, *_cells(t.wait, t.verdict, shares_only))
-    blame = Table(
-        title="Blame: while WAITER waits, HOLDER holds the GIL in FUNCTION (share of wall)",
-        title_justify="left",
+def waits_tables(
+    w: WaitComparison, shares_only: bool = False, wide: bool = False, width: int = 160
+) -> list[Table]:
+    """Terminal tables `width` columns wide. The figures never wrap; a name is kept whole on
+    its line where the table fits that way (the verdict wraps at its words first). A blame
+    row names its waiter and holder on one line, the holder's function and file on the next
+    two, in one column: three name columns beside six figures were each a few letters wide at
+    100 columns, cut mid-word."""
+    columns = _narrow(list(_COLUMNS), wide)
+    threads = [
+        ([t.thread], _narrow(_cells(t.wait, t.verdict, shares_only), wide)) for t in w.threads
+    ]
+    blame = [
+        (
+            [
+                f"{b.waiter} <- {b.holder}",
+                f"  in {b.function}",
+                *([f"  ({b.file})"] if b.file else []),
+            ],
+            _narrow(_cells(b.share, b.verdict, shares_only), wide),
+        )
+        for b in w.blame
+    ]
+    titles = (
+        ("GIL wait per thread (share of wall)", "thread"),
+        (
+            "Blame: while WAITER waits, HOLDER holds the GIL in FUNCTION (share of wall)",
+            "waiter <- holder",
+        ),
     )
-    for name in ("waiter", "holder", "function"):
-        blame.add_column(name)
-    for name in _COLUMNS:
-        blame.add_column(name, justify="right")
-    for b in w.blame:
-        where = f"{b.function} ({b.file})" if b.file else b.function
-        blame.add_row(b.waiter, b.holder, where, *_cells(b.share, b.verdict, shares_only))
-    return [threads, blame]
+    return [
+        _table(title, first, columns, rows, width)
+        for (title, first), rows in zip(titles, (threads, blame), strict=True)
+    ]
+
+
+def _table(
+    title: str, first: str, columns: list[str], rows: list[tuple[list[str], list[str]]], width: int
+) -> Table:
+    name_width = max([len(first), *(len(line) for lines, _ in rows for line in lines)])
+    figures = [cells[:-1] for _, cells in rows]
+    verdicts = [cells[-1] for _, cells in rows]
+    table = Table(title=title, title_justify="left")
+    table.add_column(first, no_wrap=name_fits(name_width, columns, figures, verdicts, width))
+    for name in columns:
+        verdict = name == "verdict"
+        table.add_column(name, justify="left" if verdict else "right", no_wrap=not verdict)
+    for lines, cells in rows:
+        table.add_row("\n".join(lines), *cells)
+    return table
 
 
 def waits_markdown(w: WaitComparison, shares_only: bool = False) -> list[str]:

@@ -299,3 +299,31 @@ def test_a_share_table_without_rows_renders_its_header():
 
     text = to_text([share_table("Functions (total share)", [], "function", wide=False, width=100)])
     assert "function" in text and "95% CI (pp)" in text and " rel " not in text
+
+
+def test_blame_rows_keep_names_whole_at_100_columns():
+    """Waiter, holder and function used to be three columns beside six figures: at 100
+    columns each was 5 letters wide ("execu / tor-l / oop"). Now one column holds them on
+    their own lines, whole where the table fits, the verdict wrapping at its words."""
+    from gilprof.analysis.waits import BlameChange, WaitChange, WaitComparison
+    from gilprof.renderers._rich import to_text
+    from gilprof.renderers.compare_waits import waits_tables
+    from gilprof.stats import Difference
+
+    share = Difference(0.081, 0.105, 0.024, -0.001, 0.05, 0.3, False)
+    function = "CopyingTokenRequest.__getstate__"
+    waits = WaitComparison(
+        (WaitChange("executor-loop", share, "no significant change"),),
+        (BlameChange("client", "executor-loop", function, "adp_router.py", share, UNCHANGED),),
+    )
+    text = to_text(waits_tables(waits, width=100), width=100)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100, text
+    assert any("client <- executor-loop" in line for line in lines), text
+    assert any(f"in {function} " in line for line in lines), text
+    assert any("(adp_router.py)" in line for line in lines), text
+    assert " rel " not in text
+    assert " rel " in to_text(waits_tables(waits, wide=True, width=160), width=160)
+    # A terminal too narrow for the name folds it rather than pass the screen's edge.
+    narrow = to_text(waits_tables(waits, width=60), width=60)
+    assert max(len(line) for line in narrow.splitlines()) <= 60, narrow
