@@ -138,9 +138,9 @@ def render_table(
     c, verdicts, waits, wide = view.comparison, view.verdicts, view.waits, view.wide
     out: list[Any] = [
         Text(
-            f"before: {c.before_label}   after: {c.after_label}   "
-            f"({c.mode} mode, {c.batches[0]}/{c.batches[1]} batches, "
-            f"{100 * c.confidence:.0f}% intervals)"
+            f"before: {c.before_label}   after: {c.after_label}\n"
+            f"{c.mode} mode, {100 * c.confidence:.0f}% intervals from batch means over "
+            f"{c.batches[0]}/{c.batches[1]} windows"
         )
     ]
     layout: dict[str, Any] = {"wide": wide, "width": console_width(width)}
