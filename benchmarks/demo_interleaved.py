@@ -40,14 +40,9 @@ from _common import BenchmarkError
 _common.ensure_gilprof_importable()
 
 from gilprof.analysis.attribution import DEFAULT_WATCH  # noqa: E402
+from gilprof.cli._demo_check import agreement, measured_saving, prediction_gap  # noqa: E402
 from gilprof.cli._verdict import VerdictChoice  # noqa: E402
-from gilprof.cli.demo_run import (  # noqa: E402
-    agreement,
-    measured_saving,
-    predict_fixes,
-    prediction_gap,
-    rank0_records,
-)
+from gilprof.cli.demo_run import predict_fixes, rank0_records  # noqa: E402
 from gilprof.model import Mode  # noqa: E402
 from gilprof.profile import Profile, merge_profiles  # noqa: E402
 from gilprof.recipes import load_recipe  # noqa: E402

@@ -7,10 +7,8 @@ log. The two profiles and logs are compared with gilprof.analysis.compare.
 
 from __future__ import annotations
 
-import math
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,8 +19,9 @@ from pathlib import Path
 from gilprof.analysis.attribution import DEFAULT_WATCH
 from gilprof.analysis.compare import Comparison, compare_profiles
 from gilprof.analysis.per_step import compare_costs, side_costs
-from gilprof.analysis.verdict import BOUND_WORDS, Verdict
-from gilprof.analysis.what_if import Prediction, parse_specs, predict, steps_after
+from gilprof.analysis.verdict import Verdict
+from gilprof.analysis.what_if import Prediction, parse_specs, predict
+from gilprof.cli._demo_check import prediction_check, speed_control
 from gilprof.cli._verdict import VerdictChoice
 from gilprof.errors import TargetError, UsageError
 from gilprof.model import Mode
@@ -38,7 +37,6 @@ from gilprof.sampling.discover import Selection
 from gilprof.sampling.launch import LaunchedJob
 from gilprof.sampling.processes import find_binary
 from gilprof.sampling.session import SessionOptions, run_session
-from gilprof.stats import Estimate, independent_sum, series_mean_ci
 from gilprof.steps import RankSteps, StepRecord, read_step_logs, summarize
 
 # The simulated device's step (examples/disagg_gen --device-ms), passed to the server
@@ -271,7 +269,7 @@ def run_demo(
         renames=fixes.RENAMES,
         costs=costs,
     )
-    check = prediction_check(prediction, steps_b, steps_a, verdicts)
+    check = prediction_check(prediction, steps_b, steps_a, verdicts, speed_control(costs))
     summary = demo_summary(
         comparison,
         verdicts,
@@ -320,106 +318,3 @@ def run_demo(
         steps_a.host_step_ms.mean,
         check,
     )
-
-
-def _verdict_evidence(side: str, v: Verdict) -> str:
-    loop = v.loop
-    parts = [f"busy on the host {loop.busy.value:.0%}"]
-    if loop.gil_wait is not None:
-        parts.append(
-            f"(held {loop.held:.0%}, waiting for the GIL {loop.gil_wait:.0%}, "
-            f"native {loop.native or 0:.0%})"
-        )
-    if loop.device_wait is not None:
-        parts.append(f"waiting for the device {loop.device_wait.value:.0%}")
-    if loop.peer_wait is not None and loop.peer_wait.value >= 0.005:
-        parts.append(f"waiting for peers {loop.peer_wait.value:.0%}")
-    return (
-        f"{side:7s} {BOUND_WORDS.get(v.bound, v.bound)}: loop thread {loop.thread.name} "
-        + " ".join(parts)
-    )
-
-
-# The demo's own bar for a prediction: within this fraction of the measured saving, or
-# inside the two figures' combined 95% uncertainty where that is wider.
-AGREEMENT = 0.20
-
-
-def measured_saving(before: RankSteps, after: RankSteps) -> Estimate:
-    """Mean host step before minus after, each with a batch-means interval over its steps
-    (a run's steps drift, so consecutive steps are not independent)."""
-    b, a = series_mean_ci(before.host_ms), series_mean_ci(after.host_ms)
-    return independent_sum(b.value - a.value, (b, a))
-
-
-def prediction_gap(prediction: Prediction, before: RankSteps, after: RankSteps) -> Estimate:
-    """Predicted minus measured step after, with the two figures' own uncertainty.
-
-    The two are independent runs. The prediction's uncertainty has two parts: the profile's
-    sampling error (its interval), and the before run's own drift, carried by the series of
-    each logged step's predicted time (max(step - saving, device) with a known device step)
-    through batch means. The measured after has its batch-means interval. The same gap is
-    the measured saving minus the predicted one."""
-    floor = prediction.device_ms if prediction.device_given and prediction.device_ms else 0.0
-    drift = series_mean_ci(steps_after(before.host_ms, prediction.saving_ms.value, floor))
-    measured = series_mean_ci(after.host_ms)
-    gap = prediction.step_after_ms.value - measured.value
-    return independent_sum(gap, (prediction.step_after_ms, drift, measured))
-
-
-def agreement(predicted: Estimate, measured: Estimate, gap: Estimate) -> str:
-    """Whether the predicted saving agrees with the measured one, and by which bar: within
-    AGREEMENT of it, or inside `gap`'s interval (the two figures' 95% uncertainty); an
-    interval as wide as the measured saving decides nothing, so that reads undetermined."""
-    if not measured.value:
-        return "nothing was measured to agree with"
-    error = (predicted.value - measured.value) / measured.value
-    said = f"error {100 * error:+.0f}% of the saving"
-    if abs(error) <= AGREEMENT:
-        return f"{said}: agrees (within +-{AGREEMENT:.0%})"
-    half = (gap.high - gap.low) / 2
-    if not math.isfinite(half):
-        return f"{said}: undetermined, one of the figures has no known uncertainty"
-    bar = f"the two figures' 95% uncertainty, +-{half:.1f} ms"
-    if half >= abs(measured.value):
-        return (
-            f"{said}: undetermined, {bar}, is as wide as the measured saving (the runs' steps "
-            "drifted; before and after interleaved would decide: benchmarks/demo_interleaved.py)"
-        )
-    if gap.low <= 0 <= gap.high:
-        return f"{said}: agrees within {bar}"
-    return f"{said}: DISAGREES (beyond +-{AGREEMENT:.0%} and {bar})"
-
-
-def prediction_check(
-    prediction: Prediction, before: RankSteps, after: RankSteps, verdicts: tuple[Verdict, Verdict]
-) -> str:
-    """Predicted (from the before profile) vs measured host step, and both verdicts."""
-    measured = measured_saving(before, after)
-    saving = prediction.step_saving_ms
-    lines = [
-        f"host step, mean    before {before.host_step_ms.mean:.1f} ms "
-        f"({before.iterations} steps logged while sampled)",
-        f"  predicted after  {prediction.step_after_ms.value:.1f} ms "
-        f"(saving {saving.value:.1f} ms, 95% CI {saving.low:.1f}-{saving.high:.1f}; from "
-        f"the before profile alone, removing {', '.join(prediction.removed)}"
-        + (
-            f"; each step at least the simulated device's {prediction.device_ms:g} ms)"
-            if prediction.device_given
-            else ")"
-        ),
-        f"  measured after   {after.host_step_ms.mean:.1f} ms (saving {measured.value:.1f} "
-        f"ms, 95% CI {measured.low:.1f}-{measured.high:.1f}, batch means over the steps)",
-        f"  prediction       "
-        f"{agreement(saving, measured, prediction_gap(prediction, before, after))}",
-        _verdict_evidence("before", verdicts[0]),
-        _verdict_evidence("after", verdicts[1]),
-    ]
-    # 100 columns, each line's continuation under its figures: read in a terminal as printed.
-    return "\n".join(
-        textwrap.fill(line, CHECK_WIDTH, subsequent_indent=" " * 19, break_on_hyphens=False)
-        for line in lines
-    )
-
-
-CHECK_WIDTH = 100

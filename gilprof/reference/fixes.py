@@ -2,6 +2,7 @@
 
 - RENAMES: an unfixed function -> the fixed one that replaces it, so compare shows one row
   per hot spot (`safe_broadcast_before` -> `safe_broadcast`);
+- RUN_ALIKE: code both variants run alike, a control for two runs' host speed;
 - removed_by_fix(): what each fix takes out of the loop, as what-if specs (`FUNC:LINE`, a
   call site in the unfixed function), for gilprof's prediction of the host step after the
   fixes. Lines are found in the source, so an edit of the reference code moves them along.
@@ -19,6 +20,12 @@ from typing import Any
 
 from gilprof.reference.adp_router import balance_requests_across_ranks_before
 from gilprof.reference.broadcast import safe_broadcast_before
+
+# Code that the unfixed and the fixed variants run alike, on the same objects: both
+# `safe_broadcast` variants pickle at the root through `_pickle_at_root` (the fix drops the
+# root's unpickle, not the pickle). Its cost per step moves only with the machine's speed, so
+# the demo reads it as a control for the host speed of its two runs.
+RUN_ALIKE = ("_pickle_at_root",)
 
 RENAMES = {
     "safe_broadcast_before": "safe_broadcast",

@@ -6,13 +6,8 @@ from __future__ import annotations
 import math
 import random
 
-from gilprof.cli.demo_run import (
-    DemoSide,
-    agreement,
-    measured_saving,
-    prediction_gap,
-    sampled_steps,
-)
+from gilprof.cli._demo_check import agreement, measured_saving, prediction_gap
+from gilprof.cli.demo_run import DemoSide, sampled_steps
 from gilprof.profile import Profile
 from gilprof.stats import Estimate, independent_sum, series_mean_ci
 from gilprof.steps import RankSteps, summarize
@@ -131,3 +126,65 @@ def _records(host_ms):
         for i, ms in enumerate(host_ms)
     ]
     return parse_lines(lines)
+
+
+def _change(name, before, after, half):
+    from gilprof.analysis.per_step import CostChange
+    from gilprof.stats import Difference
+
+    delta = after - before
+    low, high = delta - half, delta + half
+    return CostChange(
+        name,
+        "broadcast.py",
+        Difference(before, after, delta, low, high, None, low > 0 or high < 0),
+        None,
+    )
+
+
+def test_a_control_that_moved_makes_any_judgement_undetermined():
+    """Code both variants run alike costing 11.0 ms per step before and 6.8 after (a demo run
+    at 04:22 on 2026-12-05) means the two runs ran at different host speeds: neither the
+    'DISAGREES' nor an 'agrees' that came with it says anything about the prediction."""
+    from gilprof.cli._demo_check import control_line
+
+    moved = _change("_pickle_at_root", 11.0, 6.8, 1.8)
+    steady = _change("_pickle_at_root", 6.6, 5.9, 1.2)
+    disagrees = (_estimate(12.0, 0.2), _estimate(17.5, 1.8), _estimate(5.5, 0.5))
+    assert "DISAGREES" in agreement(*disagrees, steady)
+    said = agreement(*disagrees, moved)
+    assert "undetermined, the runs' host speed differed" in said and "11.0" in said
+    agrees = (_estimate(11.0, 0.1), _estimate(10.0, 0.1), _estimate(0.0, 0.1))
+    assert "agrees (within +-20%)" in agreement(*agrees, steady)
+    assert "undetermined" in agreement(*agrees, moved)
+    assert "host speed differed" in control_line(moved)
+    assert "the same within its uncertainty" in control_line(steady)
+
+
+def test_the_control_is_found_by_what_both_variants_call():
+    """RUN_ALIKE names code that both safe_broadcast variants call (read from their source,
+    so an edit of the reference code that drops the call fails here), and speed_control
+    picks its row out of a cost comparison."""
+    import ast
+    import inspect
+
+    from gilprof.analysis.per_step import CostComparison
+    from gilprof.cli._demo_check import speed_control
+    from gilprof.reference import broadcast, fixes
+
+    for variant in (broadcast.safe_broadcast_before, broadcast.safe_broadcast):
+        calls = {
+            node.func.id
+            for node in ast.walk(ast.parse(inspect.getsource(variant)))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        }
+        assert set(fixes.RUN_ALIKE) <= calls, (variant.__name__, calls)
+    control = _change("_pickle_at_root", 6.0, 6.5, 1.0)
+    other = _change("safe_broadcast", 20.0, 13.0, 1.0)
+    costs = CostComparison(
+        "step",
+        ("loop", "loop"),
+        {("safe_broadcast", "hotspots.py"): other, ("_pickle_at_root", "broadcast.py"): control},
+    )
+    assert speed_control(costs) is control
+    assert speed_control(None) is None
