@@ -97,6 +97,16 @@ def test_demo_report_opens_with_a_plain_language_summary(demo_run):
         lead,
     )
     assert re.search(r"of\s+the\s+saving:\s+(agrees|undetermined|DISAGREES)", lead)
+    # the control for the two runs' host speed: code both variants run alike, read on both
+    control = re.search(
+        r"control\s+_pickle_at_root,\s+which\s+both\s+variants\s+run\s+alike:\s+[\d.]+\s+->\s+"
+        r"[\d.]+\s+ms\s+per\s+step.*?:\s+(the\s+runs'\s+host\s+speed\s+differed|the\s+same)",
+        lead,
+        re.S,
+    )
+    assert control, lead
+    if "differed" in control.group(1):
+        assert re.search(r"undetermined,\s+the\s+runs'\s+host\s+speed\s+differed", lead), lead
     assert re.search(
         r"before\s+\w+-bound:\s+loop\s+thread\s+executor-loop\s+busy\s+on\s+the\s+host", lead
     )
