@@ -280,15 +280,8 @@ def estimate_difference(before: Estimate, after: Estimate, confidence: float = 0
 def _welch_difference(before: Estimate, after: Estimate, confidence: float) -> Difference:
     delta = after.value - before.value
     relative = delta / before.value if before.value != 0 else None
-    if before.dof == 0 or after.dof == 0:
-        return Difference(before.value, after.value, delta, -math.inf, math.inf, relative, False)
-    var_before, var_after = before.stderr**2, after.stderr**2
-    stderr = math.sqrt(var_before + var_after)
-    if stderr == 0:
-        return Difference(before.value, after.value, delta, delta, delta, relative, delta != 0)
-    dof = (var_before + var_after) ** 2 / (var_before**2 / before.dof + var_after**2 / after.dof)
-    half_width = t_quantile(0.5 + confidence / 2.0, dof) * stderr
-    low, high = delta - half_width, delta + half_width
+    interval = independent_sum(delta, (before, after), confidence)
+    low, high = interval.low, interval.high
     return Difference(before.value, after.value, delta, low, high, relative, low > 0 or high < 0)
 
 

@@ -34,13 +34,15 @@ def _pp(v: float) -> str:
     return "±inf" if not math.isfinite(v) else f"{100 * v:+.1f}"
 
 
-def share_cells(d: Difference) -> list[str]:
-    rel = "" if d.relative is None else f"{100 * d.relative:+.0f}%"
+def share_cells(d: Difference, rel: bool = True) -> list[str]:
+    """before, after, change, the relative change (unless `rel` is False: a terminal
+    without --wide), and the interval."""
+    relative = "" if d.relative is None else f"{100 * d.relative:+.0f}%"
     return [
         format_pct(d.before),
         format_pct(d.after),
         f"{_pp(d.delta)} pp",
-        rel,
+        *([relative] if rel else []),
         f"[{_pp(d.low)}, {_pp(d.high)}]",
     ]
 
@@ -64,7 +66,7 @@ def share_table(
         for row in rows
     ]
     columns = ("before", "after", "change", *(("rel",) if wide else ()), "95% CI (pp)", "verdict")
-    cells = [_share_row(row, wide) for row in rows]
+    cells = [share_cells(row.total, rel=wide) for row in rows]
     verdicts = [verdict_text(row, "\n") for row in rows]
     name_width = max((len(label) for label in labels), default=0)
     table = Table(title=title, title_justify="left")
@@ -92,11 +94,6 @@ def name_fits(
     )
     verdict_width = max([len(columns[-1]), *(len(w) for v in verdicts for w in v.split())])
     return name_width + figure_width + verdict_width + 3 * (len(columns) + 1) + 1 <= width
-
-
-def _share_row(row: ShareChange, wide: bool) -> list[str]:
-    cells = share_cells(row.total)
-    return cells if wide else cells[:3] + cells[4:]  # without "rel"
 
 
 def verdict_text(row: ShareChange, between: str = " ") -> str:

@@ -9,9 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from gilprof.analysis.compare import IMPROVED, REGRESSED, UNCHANGED, Comparison, ShareChange
+from gilprof.renderers.compare_cells import STYLE
 from gilprof.stats import Difference
-
-_STYLE = {IMPROVED: "green", REGRESSED: "red"}
 
 
 def _share_cells(d: Difference) -> list[str]:
@@ -66,7 +65,7 @@ def cost_table(
         table.add_row(
             function_cell(row, row.was),
             *cells,
-            Text(verdict, style=_STYLE.get(row.verdict, "")),
+            Text(verdict, style=STYLE.get(row.verdict, "")),
             *extra,
         )
     return table

@@ -19,13 +19,8 @@ _COLUMNS = ("before", "after", "change", "rel", "95% CI", "verdict")
 _MOVED = {"improved": "share down", "regressed": "share up"}
 
 
-def _cells(d: Difference, verdict: str, shares_only: bool = False) -> list[str]:
-    return [*share_cells(d), _MOVED.get(verdict, verdict) if shares_only else verdict]
-
-
-def _narrow(cells: list[str], wide: bool) -> list[str]:
-    """A terminal row's cells: without the relative change unless `wide` (as share tables)."""
-    return cells if wide else [c for c, name in zip(cells, _COLUMNS, strict=True) if name != "rel"]
+def _cells(d: Difference, verdict: str, shares_only: bool = False, rel: bool = True) -> list[str]:
+    return [*share_cells(d, rel), _MOVED.get(verdict, verdict) if shares_only else verdict]
 
 
 def waits_dict(w: WaitComparison) -> dict[str, Any]:
@@ -56,10 +51,8 @@ def waits_tables(
     row names its waiter and holder on one line, the holder's function and file on the next
     two, in one column: three name columns beside six figures were each a few letters wide at
     100 columns, cut mid-word."""
-    columns = _narrow(list(_COLUMNS), wide)
-    threads = [
-        ([t.thread], _narrow(_cells(t.wait, t.verdict, shares_only), wide)) for t in w.threads
-    ]
+    columns = [name for name in _COLUMNS if wide or name != "rel"]  # as the share tables
+    threads = [([t.thread], _cells(t.wait, t.verdict, shares_only, wide)) for t in w.threads]
     blame = [
         (
             [
@@ -67,7 +60,7 @@ def waits_tables(
                 f"  in {b.function}",
                 *([f"  ({b.file})"] if b.file else []),
             ],
-            _narrow(_cells(b.share, b.verdict, shares_only), wide),
+            _cells(b.share, b.verdict, shares_only, wide),
         )
         for b in w.blame
     ]
