@@ -14,6 +14,13 @@ def why_empty(profile: Profile) -> str | None:
     """The likely causes when `profile` has no samples; None when it has some."""
     if not is_empty(profile):
         return None
+    if profile.sampling.mode.reads_states and any(w.spans for w in profile.windows):
+        # states mode counts only the holders; every thread's state is in the spans
+        return (
+            f"no thread held the GIL at any tick in {profile.sampling.duration_s:.1f} s: "
+            "every thread slept or waited (each thread's state is under 'GIL contention per "
+            "thread'); there is no GIL share to compare"
+        )
     idle = (
         "no thread held the GIL at any tick (gil mode records only the holder): the target "
         "may have been idle"

@@ -334,7 +334,7 @@ def report_json(profile: Path) -> dict:
     """`gilprof report PROFILE --format json`, in-process."""
     result = run_cli("report", profile, "--format", "json")
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)  # a warning goes to stderr, beside the document
 
 
 def run_in_session(

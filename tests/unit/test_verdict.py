@@ -142,6 +142,21 @@ def test_gil_mode_proves_host_bound_only_from_a_held_share_near_one():
     assert "--mode states" in (v.command or "")
 
 
+def test_gil_mode_reads_a_named_thread_it_never_saw_as_undetermined_not_as_an_error():
+    # gil mode records only the holder: a loop waiting for the device may hold the GIL in
+    # no tick of a short run, and is then absent from the profile, not proven missing
+    others = make_profile(
+        [(100, [sample("ingress", "serve", "recv", count=3, tid=DECOY)]) for _ in range(6)]
+    )
+    v = _judge(others, loop_thread="executor-loop")
+    assert v.bound == UNDETERMINED and v.thread == "executor-loop" and v.busy_share == 0.0
+    assert "never seen holding the GIL" in v.loop.thread.chosen_by
+    assert "--mode states" in (v.command or "")
+    # states and contention mode see every thread: a name that matches none is an error
+    with pytest.raises(UsageError, match="matches no sampled thread"):
+        _judge(_contention([60] * 6, [40] * 6), loop_thread="executor")
+
+
 def test_the_loop_thread_is_chosen_by_measurement_not_by_busyness_alone():
     profile = _contention([60] * 6, [40] * 6, decoy_busy=99)
     assert _judge(profile).thread == "loop-thread"  # the decoy is busier but runs no watched code
