@@ -1,6 +1,7 @@
 """gilprof beside its peers on one CPython 3.15 target: held and waiting shares per thread,
 and what each tool costs in CPU.
 
+    benchmarks/sid-debug-symbols 3.15                                   # once: the truth's symbols
     python benchmarks/peers.py [--seconds 5] [--workload states|loop]   # root; .ci/sid-root
 
 The target is Debian sid's python3.15 (3.15.2, from the root `.ci/sid-root` builds) in its own
@@ -19,12 +20,12 @@ target in turn for --seconds:
 Workloads: `states` (tests/integration/workloads/gil_states.py): held, waiting and idle by
 construction (the holder sits in one C call that never drops the GIL, so the spinner and the
 main thread wait all the time, the sleeper never wants it): the truth is exact. `loop`
-(loop_ingress.py): shares of several points with no exact truth here (Debian's build is
-stripped: no take_gil symbol for uprobes), so the tools are compared with each other.
+(loop_ingress.py): shares of several points, none a constant. Its truth is the kernel's:
+bpftrace uprobes on the target's take_gil/drop_gil (benchmarks/uprobe_truth.py) run through
+each tool's run, and each tool is judged against the truth of its own seconds. Debian strips
+python3.15; `benchmarks/sid-debug-symbols` installs its symbols from python3.15-dbg.
 
-What this is not: the issue's benchmark against the uprobe truth on a 3.15 built from source
-with symbols (no CPython source was reachable from this machine), nor a measure of what each
-tool costs the target (only each tool's own CPU).
+What this is not: a measure of what each tool costs the target (only each tool's own CPU).
 """
 
 from __future__ import annotations
@@ -39,7 +40,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # uprobe_truth, run by path
+
+import uprobe_truth
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOADS = REPO / "tests" / "integration" / "workloads"
@@ -172,33 +181,103 @@ def main() -> None:
         share = Path(tmp)
         target, pid = start_target(share, args.workload)
         try:
+            if args.workload not in TRUTH:
+                uprobe_truth.gil_binary(pid)  # the symbols are there, before any tool runs
             # py-spy names threads by id (the target's own, as gilprof's profile does)
-            ours, names, our_cpu = by_gilprof(pid, args.seconds, share / "gilprof.json")
-            spy, spy_cpu = by_pyspy(pid, args.seconds, share / "pyspy.txt", names)
-            tachyon, tachyon_cpu = by_tachyon(pid, args.seconds, share, names)
+            (ours, names, our_cpu), truth_g = _judged(
+                pid, args.workload, lambda: by_gilprof(pid, args.seconds, share / "g.json")
+            )
+            (spy, spy_cpu), truth_s = _judged(
+                pid, args.workload, lambda: by_pyspy(pid, args.seconds, share / "s.txt", names)
+            )
+            (tachyon, tachyon_cpu), truth_t = _judged(
+                pid, args.workload, lambda: by_tachyon(pid, args.seconds, share, names)
+            )
+        except uprobe_truth.TruthError as exc:
+            sys.exit(f"no exact truth: {exc} (benchmarks/sid-debug-symbols 3.15 installs them)")
         finally:
             target.kill()
             target.wait()
-    _print(args, ours, spy, tachyon, (our_cpu, spy_cpu, tachyon_cpu))
+    truths = [_named(t, names) for t in (truth_g, truth_s, truth_t)]
+    _print(args, (ours, spy, tachyon), truths, (our_cpu, spy_cpu, tachyon_cpu))
 
 
-def _print(args, ours: dict, spy: dict, tachyon: dict, cpu: tuple[float, float, float]) -> None:
-    truth = TRUTH.get(args.workload, {})
+Truth = dict[int, tuple[float, float]]  # the target's thread id -> (held, waiting) shares
+
+
+def _judged(pid: int, workload: str, run: Callable[[], T]) -> tuple[T, Truth | None]:
+    """`run`'s result and the kernel's truth over its seconds, by the target's own thread
+    ids (None for a workload whose truth is by construction)."""
+    if workload in TRUTH:
+        return run(), None
+    inner = {host: ids[-1] for host, ids in _thread_ids(pid).items()}
+    with uprobe_truth.GilTrace(pid) as trace:
+        t0 = time.monotonic()
+        result = run()
+        t1 = time.monotonic()
+    truth = trace.truth(t0, t1, tids=inner)
+    if truth.lost:
+        sys.exit(f"bpftrace lost {truth.lost} events: the truth is incomplete")
+    return result, {
+        inner[tid]: (truth.held_share(tid), truth.waiting_share(tid))
+        for tid in truth.threads
+        if tid in inner
+    }
+
+
+def _thread_ids(pid: int) -> dict[int, list[int]]:
+    """Each thread's ids, host first (its NSpid line: the host's id, then each namespace's)."""
+    out = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/status") as status:
+            for line in status:
+                if line.startswith("NSpid:"):
+                    out[int(task)] = [int(i) for i in line.split()[1:]]
+    return out
+
+
+def _named(truth: Truth | None, names: dict[int, str]) -> dict[str, tuple[float, float]] | None:
+    return None if truth is None else {names.get(t, str(t)): v for t, v in truth.items()}
+
+
+def _print(
+    args: argparse.Namespace,
+    tools: tuple[dict, dict, dict],
+    truths: list[dict[str, tuple[float, float]] | None],
+    cpu: tuple[float, float, float],
+) -> None:
+    constructed = TRUTH.get(args.workload)
 
     def pct(value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:5.1f}"
+        return "    -" if value is None else f"{100 * value:5.1f}"
+
+    def pair(v: tuple[float | None, float | None]) -> str:
+        return f"{pct(v[0])}/{pct(v[1])}"
 
     print(f"workload {args.workload}, {args.seconds:g} s per tool, Debian python3.15 3.15.2")
-    print("thread       truth held/wait   gilprof held/wait   py-spy held   Tachyon held/wait")
-    for name in sorted(set(ours) | set(tachyon) | set(truth), key=str):
-        t = truth.get(name, (None, None))
-        g = ours.get(name, (None, None))
-        s = spy.get(name, (None, None))[0]
-        c = tachyon.get(name, (None, None))
-        print(
-            f"{name!s:12} {pct(t[0])}/{pct(t[1])}       {pct(g[0])}/{pct(g[1])}         "
-            f"{pct(s)}        {pct(c[0])}/{pct(c[1])}"
-        )
+    truth_word = "by construction" if constructed else "uprobes, each tool's own seconds"
+    print(f"held/waiting, % of wall; truth: {truth_word}; |err| = largest of held, waiting")
+    print(
+        f"{'thread':12} " + "  ".join(f"{t:>24}" for t in ("gilprof", "py-spy (held)", "Tachyon"))
+    )
+    names = set().union(*tools, *(t for t in truths if t), constructed or {})
+    worst = [0.0, 0.0, 0.0]
+    for name in sorted(names, key=str):
+        cells = []
+        for k, tool in enumerate(tools):
+            truth = constructed.get(name) if constructed else (truths[k] or {}).get(name)
+            got = tool.get(name, (None, None))
+            err = [
+                abs(g - t) for g, t in zip(got, truth or (None, None), strict=True)
+                if g is not None and t is not None
+            ]  # fmt: skip
+            worst[k] = max([worst[k], *err])
+            shown = f"{pair(truth) if truth else '    -/    -'} -> {pair(got)}"
+            cells.append(f"{shown:>24}")
+        print(f"{name!s:12} " + "  ".join(cells))
+    print("largest |err|, points: " + ", ".join(
+        f"{tool} {100 * w:.1f}" for tool, w in zip(("gilprof", "py-spy", "Tachyon"), worst, strict=True)
+    ))  # fmt: skip
     per_s = [f"{100 * c / args.seconds:.1f}%" for c in cpu]
     print(f"tool CPU (of a core, start-up included): gilprof {per_s[0]}, py-spy {per_s[1]}, ")
     print(f"  Tachyon {per_s[2]}")

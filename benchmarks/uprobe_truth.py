@@ -66,6 +66,8 @@ from gil_truth_events import (
     truth_from_events,
 )
 
+from gilprof.sampling.threadstate.namespaces import parse_maps, readable_path
+
 __all__ = ["Event", "GilTrace", "GilTruth", "ThreadTruth", "TruthError", "start_trace"]
 
 READY_TIMEOUT_S = 90.0  # bpftrace compiles its program first: slow on a loaded machine
@@ -99,6 +101,25 @@ def gil_symbols(path: str) -> dict[str, str] | None:
     return None
 
 
+def inlined_drops(names: dict[str, str]) -> tuple[str, ...]:
+    """The functions to trace as drop_gil besides it, in a build whose names say it was
+    optimized across functions (`drop_gil.constprop.0`: LTO). There drop_gil is inlined into
+    PyEval_SaveThread, which every Py_BEGIN_ALLOW_THREADS of an extension module or of a
+    module not inlining it calls (time.sleep, zlib, locks, select): measured on Debian sid's
+    3.14.10 and 3.15.2, whose untraced releases read a sleeping thread as holding the GIL
+    46% of the time and the duo workload's threads 99.9%. PyEval_SaveThread returns once the
+    GIL is released, so its entry and return bound the drop as drop_gil's do; where it calls
+    drop_gil instead (nested events), the state between the two returns is a few
+    instructions. Not traced: the same code inlined again into a few file-I/O functions of
+    the interpreter itself (`_Py_read`, `os.stat`, `os.listdir`, `os.scandir`; FileIO.readall
+    on 3.14; found by their calls of pthread_cond_signal), whose entry and return bound a
+    release and a re-take: a release there is missed, so the I/O reads as held, then as
+    waiting from the re-take's take_gil. None of benchmarks/accuracy's or the tests'
+    workloads releases the GIL there while measured."""
+    drop = names.get("drop_gil", "drop_gil")
+    return ("PyEval_SaveThread",) if drop != "drop_gil" else ()
+
+
 def _has_gil_symbols(path: str) -> bool:
     return gil_symbols(path) is not None
 
@@ -126,18 +147,22 @@ def debug_file(path: str) -> str | None:
 
 def gil_binary(pid: int) -> str:
     """The file of `pid`'s interpreter that holds take_gil and drop_gil: its libpython when
-    it maps one that has them, else its executable."""
-    candidates: list[str] = []
+    it maps one that has them, else its executable. Each is opened where this process can
+    reach it (gilprof's own rule, `readable_path`): a target in a mount namespace of its own
+    (benchmarks/sid-python3.X, a container) names its files by paths that exist only there.
+    A uprobe is set on the file (its inode), so it fires in the target whatever the path."""
     with open(f"/proc/{pid}/maps") as maps:
-        for line in maps:
-            parts = line.split(maxsplit=5)
-            if len(parts) == 6 and "libpython" in os.path.basename(parts[5].strip()):
-                candidates.append(parts[5].strip())
-    candidates.append(os.path.realpath(f"/proc/{pid}/exe"))
-    for path in dict.fromkeys(candidates):
+        mapped = parse_maps(maps.read())
+    exe = os.readlink(f"/proc/{pid}/exe")
+    names = [p for p in mapped if "libpython" in os.path.basename(p)]
+    names += [exe] if exe in mapped else []
+    tried = []
+    for name in names:
+        path = readable_path(pid, mapped[name])
+        tried.append(path)
         if os.path.exists(path) and _has_gil_symbols(path):
             return path
-    raise TruthError(f"PID {pid}: no take_gil/drop_gil symbol in {', '.join(candidates)}")
+    raise TruthError(f"PID {pid}: no take_gil/drop_gil symbol in {', '.join(tried) or exe}")
 
 
 def bpftrace_program(
@@ -196,7 +221,7 @@ class GilTrace:
         pid: int,
         binary: str | None = None,
         sched: bool = False,
-        also_drop: tuple[str, ...] = (),
+        also_drop: tuple[str, ...] | None = None,
     ) -> None:
         if shutil.which("bpftrace") is None:
             raise TruthError("bpftrace is not installed (apt-get install bpftrace)")
@@ -206,7 +231,7 @@ class GilTrace:
         self.sched = sched
         self.binary = binary or gil_binary(pid)
         self.names = gil_symbols(self.binary) or {}
-        self.also_drop = also_drop
+        self.also_drop = inlined_drops(self.names) if also_drop is None else also_drop
         self._out: IO[str] | None = None
         self._proc: subprocess.Popen[str] | None = None
         self.events: list[Event] = []

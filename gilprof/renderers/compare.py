@@ -183,6 +183,7 @@ def render_table(
                 list(c.functions),
                 unit,
                 wide=wide,
+                width=layout["width"],
             )
         )
         out.append(Text(COST_LEGEND))

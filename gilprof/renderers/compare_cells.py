@@ -4,6 +4,7 @@ kept whole where the table fits, the verdict with the cost it was judged on."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -94,6 +95,29 @@ def name_fits(
     )
     verdict_width = max([len(columns[-1]), *(len(w) for v in verdicts for w in v.split())])
     return name_width + figure_width + verdict_width + 3 * (len(columns) + 1) + 1 <= width
+
+
+def figures_width(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
+    """The columns' width, none wrapping: each its widest header line or cell, plus rich's
+    padding and border (3 a column)."""
+    return sum(
+        3 + max([*(len(line) for line in header.split("\n")), *(len(row[i]) for row in rows)])
+        for i, header in enumerate(columns)
+    )
+
+
+def break_name(name: str, room: int) -> str:
+    """`name` on lines of at most `room` characters, broken only before a dot of its
+    qualname (`_balance_requests_across_ranks` / `.<locals>.<listcomp>`), never inside a
+    part: a part longer than `room` keeps its own line, for the table to fold."""
+    if len(name) <= room:
+        return name
+    lines = [""]
+    for part in re.split(r"(?=\.)", name):
+        if lines[-1] and len(lines[-1]) + len(part) > room:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
 
 
 def verdict_text(row: ShareChange, between: str = " ") -> str:

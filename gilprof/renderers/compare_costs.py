@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gilprof.analysis.compare import IMPROVED, REGRESSED, UNCHANGED, Comparison, ShareChange
-from gilprof.renderers.compare_cells import STYLE
+from gilprof.renderers.compare_cells import STYLE, break_name, figures_width
 from gilprof.stats import Difference
 
 
@@ -25,10 +25,10 @@ def cost_cells(d: Difference) -> list[str]:
 _SHORT = {UNCHANGED: "n.s."}  # the narrow table's verdicts (a legend line says what n.s. is)
 
 
-def function_cell(row: ShareChange, was: str | None = None) -> Text:
-    """The whole name, never cut (it wraps), its file, the name it replaced (--rename) and
-    why the row is folded."""
-    cell = Text(row.name)
+def function_cell(row: ShareChange, was: str | None = None, room: int | None = None) -> Text:
+    """The whole name, never cut (it wraps at its qualname's dots to `room` columns), its
+    file, the name it replaced (--rename) and why the row is folded."""
+    cell = Text(row.name if room is None else break_name(row.name, room))
     if row.file:
         cell.append(f" ({row.file})", style="dim")
     if was:
@@ -44,30 +44,29 @@ def cost_table(
     unit: str,
     *,
     wide: bool = False,
+    width: int | None = None,
 ) -> Table:
-    """The function column takes what the figures leave and wraps (fold) instead of cutting;
-    the figures never wrap. Narrow (the default): the cost columns only; wide: the share of
-    wall time beside."""
+    """The function column takes what the figures leave in `width` terminal columns; a name
+    longer than that breaks at its qualname's dots (fold only inside a part longer than the
+    column); the figures never wrap. Narrow (the default): the cost columns only; wide: the
+    share of wall time beside."""
+    columns = [f"ms/{unit}\nbefore", "\nafter", "\nchange", "\n95% CI (ms)", "\nverdict"]
+    columns += ["share\nbefore", "\nafter", "\nchange (pp)"] if wide else []
+    figures = []
+    for row in rows:
+        cells = cost_cells(row.cost) if row.cost else ["0", "0", "", ""]
+        cells.append(row.verdict if wide else _SHORT.get(row.verdict, row.verdict))
+        figures.append(cells + (_share_cells(row.total) if wide else []))
+    room = None if width is None else max(16, width - figures_width(columns, figures) - 4)
     table = Table(title=title, title_justify="left", show_lines=False)
     table.add_column("function", overflow="fold", ratio=1, min_width=16)
-    for name in (f"ms/{unit}\nbefore", "\nafter", "\nchange", "\n95% CI (ms)", "\nverdict"):
+    for name in columns:
         table.add_column(
             name, justify="left" if "verdict" in name else "right", no_wrap=True, ratio=None
         )
-    if wide:
-        for name in ("share\nbefore", "\nafter", "\nchange (pp)"):
-            table.add_column(name, justify="right", no_wrap=True)
-    for row in rows:
-        cost = row.cost
-        cells = cost_cells(cost) if cost else ["0", "0", "", ""]
-        verdict = row.verdict if wide else _SHORT.get(row.verdict, row.verdict)
-        extra = _share_cells(row.total) if wide else []
-        table.add_row(
-            function_cell(row, row.was),
-            *cells,
-            Text(verdict, style=STYLE.get(row.verdict, "")),
-            *extra,
-        )
+    for row, cells in zip(rows, figures, strict=True):
+        verdict = Text(cells[4], style=STYLE.get(row.verdict, ""))
+        table.add_row(function_cell(row, row.was, room), *cells[:4], verdict, *cells[5:])
     return table
 
 

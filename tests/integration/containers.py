@@ -50,6 +50,20 @@ def sid_root() -> Path:
     return SID_ROOT
 
 
+def sid_python(version: str) -> str:
+    """benchmarks/sid-pythonX.Y (Debian's release build, same PID, private mount namespace)
+    with its debug symbols installed by benchmarks/sid-debug-symbols: uprobes need
+    take_gil/drop_gil, which Debian strips and ships in python3.X-dbg."""
+    sid_root()
+    install = subprocess.run(
+        [str(ROOT / "benchmarks" / "sid-debug-symbols"), version],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if install.returncode != 0:
+        _missing(f"python{version}'s debug symbols: {install.stderr.strip()[-300:]}")
+    return str(ROOT / "benchmarks" / f"sid-python{version}")
+
+
 @dataclass
 class Container:
     unshare: subprocess.Popen

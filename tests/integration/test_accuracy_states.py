@@ -36,6 +36,7 @@ from tests.integration.conftest import (
     require_tool,
     share_tolerance,
 )
+from tests.integration.containers import sid_python
 
 SECONDS = 4.0
 RATE = 200
@@ -82,11 +83,16 @@ class RecordWatch(threading.Thread):
             self.done.wait(0.01)
 
 
-@pytest.mark.parametrize("minor", ["default", "13"])
+@pytest.mark.parametrize("minor", ["default", "13", "sid-3.14", "sid-3.15"])
 def test_held_and_waiting_match_the_kernel(spawn, tmp_path: Path, minor: str) -> None:
+    """`sid-3.X`: Debian's own release build of 3.14 and 3.15 (`.ci/sid-root`), its
+    stripped symbols installed from python3.X-dbg for the uprobes."""
     require_tool("bpftrace")
     truth_module = uprobe_truth()
-    python = sys.executable if minor == "default" else require_interpreter(minor)
+    if minor.startswith("sid-"):
+        python = sid_python(minor.removeprefix("sid-"))
+    else:
+        python = sys.executable if minor == "default" else require_interpreter(minor)
     target = spawn(
         [python, str(WORKLOADS / "loop_ingress.py"), "--seconds", "60"], stdin=subprocess.PIPE
     )

@@ -327,3 +327,30 @@ def test_blame_rows_keep_names_whole_at_100_columns():
     # A terminal too narrow for the name folds it rather than pass the screen's edge.
     narrow = to_text(waits_tables(waits, width=60), width=60)
     assert max(len(line) for line in narrow.splitlines()) <= 60, narrow
+
+
+def test_cost_rows_break_a_long_qualname_at_its_dots_at_100_columns():
+    """The cost table folded `_balance_requests_across_ranks.<locals>.<listcomp>` at the
+    column's edge, mid-word; it now breaks before a dot, each part whole."""
+    from gilprof.analysis.compare import IMPROVED, ShareChange
+    from gilprof.renderers._rich import to_text
+    from gilprof.renderers.compare_cells import break_name
+    from gilprof.renderers.compare_costs import cost_table
+    from gilprof.stats import Difference
+
+    name = "ADPRouter._balance_requests_across_ranks.<locals>.<listcomp>"
+    share = Difference(0.109, 0.091, -0.019, -0.043, 0.005, -0.17, False)
+    cost = Difference(4.1, 2.0, -2.1, -2.9, -1.3, -0.51, True)
+    row = ShareChange(name, "adp_router.py", None, share, 0.1, 0.09, IMPROVED, cost=cost)
+    text = to_text([cost_table("Functions", [row], "step", width=100)], width=100)
+    lines = [line.strip("│ ") for line in text.splitlines()]
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    assert any(line.startswith("ADPRouter._balance_requests_across_ranks ") for line in lines)
+    assert any(line.startswith(".<locals>.<listcomp>") for line in lines), text
+    # without a width (markdown, or a caller that does not know it) the name is left whole
+    assert break_name(name, len(name)) == name
+    assert break_name(name, 20).split("\n") == [
+        "ADPRouter",
+        "._balance_requests_across_ranks",  # longer than the room: whole on its own line
+        ".<locals>.<listcomp>",
+    ]

@@ -4,7 +4,9 @@ verdict on native readings, and the recipe's [native] section."""
 from __future__ import annotations
 
 import os
+import shutil
 import struct
+import subprocess
 import sys
 
 import pytest
@@ -365,3 +367,49 @@ def test_preempted_between_two_samples_of_the_interpreter_is_the_gil_hand_off():
         [_sample(0.0, python, named), _sample(1.0, python, named), _sample(2.0, python, named)],
     )
     assert _class(locator, 1.3, tid=4) is NativeClass.HOST
+
+
+def _built(tmp_path, name: str, body: str) -> str:
+    """A shared library built here with cc (its GNU build id by default)."""
+    source = tmp_path / f"{name}.c"
+    source.write_text(body)
+    out = tmp_path / f"{name}.so"
+    subprocess.run(
+        ["cc", "-O1", "-shared", "-fPIC", "-Wl,--build-id", "-o", str(out), str(source)],
+        check=True,
+    )
+    return str(out)
+
+
+def test_a_stripped_file_is_named_from_its_debug_file_found_by_build_id(tmp_path):
+    """Debian strips its interpreters and ships their full tables in python3.X-dbg, under
+    /usr/lib/debug/.build-id: a local function (take_gil) is named only from there."""
+    if not all(shutil.which(tool) for tool in ("cc", "objcopy", "strip")):
+        pytest.fail("cc and binutils (objcopy, strip) are needed")
+    body = "__attribute__((noinline)) static int hidden_work(int n) { volatile int s = 0; while (n--) s += n; return s; }\n"
+    body += "int api(int n) { return hidden_work(n) + 1; }\n"
+    library = _built(tmp_path, "lib", body)
+    full = read_function_symbols(library)
+    assert full.full and full.has("hidden_work") and full.debug_file is None
+    build_id = _build_id_of(library)
+    debug = tmp_path / "root" / "usr/lib/debug/.build-id" / build_id[:2] / f"{build_id[2:]}.debug"
+    debug.parent.mkdir(parents=True)
+    subprocess.run(["objcopy", "--only-keep-debug", library, str(debug)], check=True)
+    subprocess.run(["strip", "--strip-all", library], check=True)
+    stripped = read_function_symbols(library)
+    assert not stripped.full and stripped.has("api") and not stripped.has("hidden_work")
+    named = read_function_symbols(library, ("/nonexistent", str(tmp_path / "root")))
+    assert named.full and named.has("hidden_work") and named.debug_file == str(debug)
+    # the same names at the same places as the unstripped file's
+    start, _end, _name = next(e for e in full.extents if e[2].startswith("hidden_work"))
+    segment = next(s for s in named.segments if s.vaddr <= start < s.vaddr + s.size)
+    assert named.name(start - segment.vaddr + segment.offset).startswith("hidden_work")
+    # a debug file of another build at that path (a package of another version) is not used
+    other = _built(tmp_path, "other", body.replace("s += n", "s += 2 * n"))
+    subprocess.run(["objcopy", "--only-keep-debug", other, str(debug)], check=True)
+    assert not read_function_symbols(library, (str(tmp_path / "root"),)).full
+
+
+def _build_id_of(path: str) -> str:
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True, check=True)
+    return next(line.split()[-1] for line in out.stdout.splitlines() if "Build ID" in line)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import os
-import threading
+import time
 from collections.abc import Iterable
 
 from gilprof.model import Frame
@@ -44,8 +44,8 @@ from gilprof.native_classes import (
     native_frame,
 )
 from gilprof.sampling.native.perf import SWITCH_BLOCKED, SWITCH_PREEMPTED, CpuSample, CpuSampler
-from gilprof.sampling.native.symbols import FunctionSymbols, read_function_symbols
-from gilprof.sampling.threadstate.namespaces import MappedFile, parse_maps, readable_path
+from gilprof.sampling.native.symbols import SymbolTables
+from gilprof.sampling.threadstate.namespaces import MappedFile, parse_maps
 
 PERIOD_NS = 1_000_000  # one sample per ms of a thread's CPU time
 NEAREST_NS = 3 * PERIOD_NS // 2
@@ -55,7 +55,6 @@ KEEP_NS = 200_000_000  # samples kept per thread: the reader asks about the last
 MAPS_REFRESH_NS = 200_000_000
 DRAIN_EVERY_NS = 40_000_000  # a buffer holds ~90 ms of a busy thread's samples
 MAX_CALLER_WORDS = 32  # stack words searched for a clock read's caller
-SYNC_LOAD_BYTES = 16 << 20  # symbols of smaller files are read at once, larger in the background
 
 UNPLACED_FRAME = native_frame(NativeClass.UNPLACED, "unplaced (no on-CPU sample near it)")
 WOKEN_FRAME = native_frame(NativeClass.WOKEN, "woken from a system call, not running yet")
@@ -102,52 +101,6 @@ class _Mappings:
         return None
 
 
-class _Symbols:
-    """Function symbols per mapped file, loaded in the background once per file. The file
-    is opened where the thread-state reader opens the target's files
-    (namespaces.readable_path: through the target's root, a chroot, map_files)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.loaded: dict[str, FunctionSymbols | None] = {}
-        self._lock = threading.Lock()
-
-    def name(self, path: str, file_offset: int, mapped: MappedFile | None) -> str | None:
-        """The function at `file_offset` of `path`; `mapped`: the file as the target's maps
-        give it (None: not mapped from offset 0, opened through the target's root)."""
-        with self._lock:
-            known = path in self.loaded
-            if not known:
-                self.loaded[path] = None
-            table = self.loaded[path]
-        if not known:
-            readable = (
-                f"/proc/{self.pid}/root{path}"
-                if mapped is None
-                else readable_path(self.pid, mapped)
-            )
-            try:
-                small = os.path.getsize(readable) < SYNC_LOAD_BYTES
-            except OSError:
-                return None
-            if small:  # the C library and most extensions: at once, so clock reads are known
-                self._load(readable, path)
-                return self.name(path, file_offset, mapped)
-            threading.Thread(
-                target=self._load, args=(readable, path), name="gilprof-symbols", daemon=True
-            ).start()
-            return None
-        return table.name(file_offset) if table is not None else None
-
-    def _load(self, readable: str, path: str) -> None:
-        try:
-            table = read_function_symbols(readable)
-        except (OSError, ValueError):
-            return  # named by its file only
-        with self._lock:
-            self.loaded[path] = table
-
-
 class NativeLocator:
     def __init__(
         self, pid: int, interpreter_path: str, rules: NativeRules, period_ns: int = PERIOD_NS
@@ -157,7 +110,7 @@ class NativeLocator:
         self.rules = rules
         self.sampler = CpuSampler(period_ns)
         self._maps = _Mappings(pid)
-        self._symbols = _Symbols(pid)
+        self._symbols = SymbolTables(pid)
         self._times: dict[int, list[int]] = {}
         self._samples: dict[int, list[CpuSample]] = {}
         # each thread's context switches: times, and SWITCH_IN / _PREEMPTED / _BLOCKED
@@ -171,6 +124,24 @@ class NativeLocator:
         self.placed = 0
         self.unplaced = 0
         self.samples = 0
+
+    def interpreter_note(self) -> str:
+        """'' where the interpreter's symbols name take_gil; else one line on what that
+        costs: its native time is all counted as the GIL's hand-off (interpreter_class)."""
+        self._maps.refresh(time.monotonic_ns())
+        path = self.interpreter_path
+        table = self._symbols.load_now(path, self._maps.files.get(path))
+        if table is not None and table.has("take_gil"):
+            return ""
+        return (
+            f"the interpreter ({os.path.basename(path)}) is stripped and no debug file for it "
+            "was found under /usr/lib/debug/.build-id: its native time cannot be told from "
+            "the GIL's hand-off and all counts as waiting, so a waiting share may read high "
+            "by the time a thread runs the interpreter's own C code without the GIL (10-13 "
+            "points for a thread waking from time.sleep beside a spinner, on Debian's "
+            "3.13-3.15; docs/accuracy.md); its debug symbols (Debian: python3.X-dbg) make "
+            "it exact"
+        )
 
     def follow(self, tids: Iterable[int]) -> None:
         """Sample these threads from now on (PerfRefused when the kernel will not)."""

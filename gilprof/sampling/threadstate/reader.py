@@ -133,7 +133,8 @@ class StateReader:
             )
             return self.native_note
         self.locator = locator
-        self.native_note = rules.describe()
+        stripped = locator.interpreter_note()
+        self.native_note = f"{stripped}; {rules.describe()}" if stripped else rules.describe()
         return ""
 
     @classmethod
