@@ -339,12 +339,15 @@ def demo_summary(
             if v is not None
         ]
         lines += ["", "**Host- or device-bound.** " + "; ".join(sides) + "."]
-        decide = next((v.command for v in verdicts if v is not None and v.command), None)
-        if decide:
-            lines.append(
-                f"A gil-mode profile sees only the GIL holder, so it cannot show the loop "
-                f"waiting for the device; to decide: `{decide}`."
-            )
+        undecided = [
+            (side, v)
+            for side, v in zip(("before", "after"), verdicts, strict=True)
+            if v is not None and v.command
+        ]
+        for side, v in undecided:
+            # the verdict's own reason (a gil-mode profile is blind to device waits; a states
+            # profile may be too short for its interval), not one cause for every mode
+            lines.append(f"The {side} verdict: {v.reason}. To decide: {v.command}.")
     fixes = []
     for w in c.watch:
         why, fix = notes.get(w.name, ("", None))

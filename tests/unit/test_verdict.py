@@ -272,3 +272,20 @@ def test_holding_or_wanting_the_gil_inside_a_wait_function_is_host_work():
     )
     v = _judge(profile, loop_thread="loop")
     assert v.bound == HOST and v.device_wait_share == 0.0 and v.busy_share == 1.0
+
+
+def test_the_demo_summary_gives_each_undetermined_verdicts_own_reason():
+    """It said "a gil-mode profile sees only the GIL holder" for any undetermined verdict,
+    also of a states profile whose device-wait interval straddled a threshold."""
+    from gilprof.analysis.compare import compare_profiles
+    from gilprof.renderers.compare import demo_summary
+
+    straddles = _contention([98, 82, 97, 83, 98, 82], [2, 18, 3, 17, 2, 18])
+    decided = _judge(_contention([60, 62, 58, 61, 59, 60], [40, 38, 42, 39, 41, 40]))
+    undecided = _judge(straddles)
+    assert undecided.bound == UNDETERMINED and undecided.command
+    comparison = compare_profiles(straddles, straddles)
+    text = demo_summary(comparison, (decided, undecided), {}, ("b.json", "a.json"), ("b", "a"))
+    assert "gil-mode" not in text
+    assert f"The after verdict: {undecided.reason}. To decide: {undecided.command}." in text
+    assert "The before verdict:" not in text  # decided: device-bound, nothing to decide
