@@ -15,12 +15,13 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from .conftest import ROOT as REPO
 from .conftest import WORKLOADS, repo_pythonpath, run_gilprof, wait_for
-from .containers import SHARE, gilprof_binds, start_container
+from .containers import SHARE, SID_ROOT, gilprof_binds, start_container
 
 pytestmark = pytest.mark.integration
 
@@ -100,6 +101,13 @@ def test_container_target_read_from_inside_it(spawn, tmp_path):
     assert profile["target"]["pid"] == 1
 
 
+def _debug_file(binary: Path) -> Path:
+    """Where a debug file for `binary` is installed, by its GNU build id (readelf's)."""
+    out = subprocess.run(["readelf", "-n", str(binary)], capture_output=True, text=True, check=True)
+    build_id = next(line.split()[-1] for line in out.stdout.splitlines() if "Build ID" in line)
+    return Path("/usr/lib/debug/.build-id", build_id[:2], build_id[2:] + ".debug")
+
+
 def _states_in_container(spawn, tmp_path, minor: str) -> int:
     """gil_states.py (a holder in a C call, a spinner waiting for it, a sleeper) under
     Debian's python3.`minor`, as PID 1 of a container; its host PID once it runs."""
@@ -129,6 +137,13 @@ def test_debian_sid_pythons_read_in_the_states_mode(spawn, tmp_path, minor):
     assert threads["sleeper"]["idle_share"] > 0.95, threads
     blame = {(b["waiter"], b["holder"], b["holder_function"]): b["share"] for b in data["blame"]}
     assert blame.get(("spinner", "holder", "hold"), 0) > 0.9, blame
+    # Debian strips its interpreters: without the debug file (python3.X-dbg's, by build id;
+    # test_accuracy_states installs 3.14's and 3.15's) the profile says its waits may read
+    # high; with it, the interpreter's functions are named and it says nothing
+    notes = " ".join(data["sampling"]["messages"])
+    debug = _debug_file(SID_ROOT / f"usr/bin/python3.{minor}")
+    stripped = f"(python3.{minor}) is stripped" in notes
+    assert stripped == (not debug.exists()), (debug, notes)
 
 
 def test_3_15s_own_gil_flags_refuse_a_layout_that_misreads_them(spawn, tmp_path, monkeypatch):
