@@ -54,14 +54,24 @@ def sid_python(version: str) -> str:
     """benchmarks/sid-pythonX.Y (Debian's release build, same PID, private mount namespace)
     with its debug symbols installed by benchmarks/sid-debug-symbols: uprobes need
     take_gil/drop_gil, which Debian strips and ships in python3.X-dbg."""
-    sid_root()
-    install = subprocess.run(
-        [str(ROOT / "benchmarks" / "sid-debug-symbols"), version],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    root = sid_root()
+    install = _install_symbols(version)
+    if install.returncode != 0 and "cannot fetch" in install.stderr:
+        # sid has moved past the cached root's version, whose package left the archive:
+        # the root is built again at sid's current versions (once), and their symbols fetched
+        (root / MARKER).unlink()
+        sid_root()
+        install = _install_symbols(version)
     if install.returncode != 0:
         _missing(f"python{version}'s debug symbols: {install.stderr.strip()[-300:]}")
     return str(ROOT / "benchmarks" / f"sid-python{version}")
+
+
+def _install_symbols(version: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ROOT / "benchmarks" / "sid-debug-symbols"), version],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
 
 
 @dataclass
