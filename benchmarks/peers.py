@@ -48,6 +48,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # uprobe_truth, 
 
 import uprobe_truth
 
+from gilprof.sampling.threadstate.namespaces import nspids
+
 T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -213,7 +215,8 @@ def _judged(pid: int, workload: str, run: Callable[[], T]) -> tuple[T, Truth | N
     ids (None for a workload whose truth is by construction)."""
     if workload in TRUTH:
         return run(), None
-    inner = {host: ids[-1] for host, ids in _thread_ids(pid).items()}
+    tasks = (int(task) for task in os.listdir(f"/proc/{pid}/task"))
+    inner = {host: ids[-1] for host in tasks if (ids := nspids(f"/proc/{pid}/task/{host}/status"))}
     trace = uprobe_truth.start_trace(pid)  # with the scheduler's events where it can
     try:
         t0 = time.monotonic()
@@ -231,17 +234,6 @@ def _judged(pid: int, workload: str, run: Callable[[], T]) -> tuple[T, Truth | N
             runnable = (thread.waiting_runnable_s or 0.0) / truth.seconds
             out[inner[tid]] = (truth.held_share(tid), waiting - runnable, waiting)
     return result, out
-
-
-def _thread_ids(pid: int) -> dict[int, list[int]]:
-    """Each thread's ids, host first (its NSpid line: the host's id, then each namespace's)."""
-    out = {}
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/status") as status:
-            for line in status:
-                if line.startswith("NSpid:"):
-                    out[int(task)] = [int(i) for i in line.split()[1:]]
-    return out
 
 
 def _named(truth: Truth | None, names: dict[int, str]) -> dict[str, tuple] | None:

@@ -66,6 +66,7 @@ from gil_truth_events import (
     truth_from_events,
 )
 
+from gilprof.sampling.native.symbols import find_debug_file
 from gilprof.sampling.threadstate.namespaces import parse_maps, readable_path
 
 __all__ = ["Event", "GilTrace", "GilTruth", "ThreadTruth", "TruthError", "start_trace"]
@@ -86,7 +87,7 @@ def gil_symbols(path: str) -> dict[str, str] | None:
     nm = shutil.which("nm")
     if nm is None:
         raise TruthError("nm (binutils) is needed to find take_gil/drop_gil")
-    for candidate in (path, debug_file(path)):
+    for candidate in (path, find_debug_file(path)):
         if not candidate:
             continue
         out = subprocess.run([nm, candidate], capture_output=True, text=True, check=False)
@@ -122,27 +123,6 @@ def inlined_drops(names: dict[str, str]) -> tuple[str, ...]:
 
 def _has_gil_symbols(path: str) -> bool:
     return gil_symbols(path) is not None
-
-
-def debug_file(path: str) -> str | None:
-    """/usr/lib/debug/.build-id/XX/REST.debug for `path`'s GNU build id, if installed."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    at = data.find(b"GNU\0", 12, 1 << 16)  # a note's name, in the first pages
-    while at >= 12:
-        size = int.from_bytes(data[at - 8 : at - 4], "little")  # n_descsz
-        kind = int.from_bytes(data[at - 4 : at], "little")  # n_type
-        if kind == 3 and 8 <= size <= 64:  # NT_GNU_BUILD_ID
-            break
-        at = data.find(b"GNU\0", at + 4, 1 << 16)
-    else:
-        return None
-    build_id = data[at + 4 : at + 4 + size].hex()
-    found = f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
-    return found if os.path.exists(found) else None
 
 
 def gil_binary(pid: int) -> str:

@@ -90,11 +90,10 @@ def name_fits(
     """Whether a table of a name column `name_width` wide, figure columns (`columns` less the
     last, with rows of `figures`, none wrapping) and a last verdict column wrapped at its
     words fits `width` terminal columns with rich's borders and padding."""
-    figure_width = sum(
-        max([len(columns[i]), *(len(row[i]) for row in figures)]) for i in range(len(columns) - 1)
-    )
     verdict_width = max([len(columns[-1]), *(len(w) for v in verdicts for w in v.split())])
-    return name_width + figure_width + verdict_width + 3 * (len(columns) + 1) + 1 <= width
+    # the name's and the verdict's columns, 3 each for padding and border, and the last border
+    used = name_width + figures_width(columns[:-1], figures) + verdict_width + 2 * 3 + 1
+    return used <= width
 
 
 def figures_width(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> int:

@@ -94,30 +94,49 @@ def read_function_symbols(path: str, debug_roots: Sequence[str] = ()) -> Functio
     """The functions of the ELF file at `path` (OSError/ValueError when it cannot be read).
 
     A file without its full table (a distribution's stripped build) takes it from its
-    separate debug file where one is installed: `usr/lib/debug/.build-id/XX/REST.debug`
-    under each of `debug_roots` ("" for this machine's, /proc/PID/root for a container's),
-    named by the file's GNU build id and used only when its own build id is the same. Its
-    names, the file's own segments (the debug file keeps the addresses, not the code)."""
+    separate debug file where one is installed (`find_debug_file` under `debug_roots`): its
+    names, with the file's own segments (the debug file keeps the addresses, not the code)."""
     with _mapped(path) as data:
         try:
             symbols = _parse(data)
-            build_id = _build_id(data) if not symbols.full else None
+            build_id = _build_id(data) if not symbols.full and debug_roots else None
         except (struct.error, IndexError) as exc:
             raise ValueError(f"{path}: malformed ELF ({exc})") from None
-    for root in debug_roots:
-        if build_id is None:
-            break
-        debug = f"{root}/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
+    debug = _installed_debug_file(build_id, debug_roots) if build_id else None
+    if debug is not None:
         try:
             with _mapped(debug) as data:
-                if _build_id(data) != build_id:
-                    continue
                 named = _parse(data)
         except (OSError, ValueError, struct.error, IndexError):
-            continue
+            return symbols
         if named.full:
             return FunctionSymbols(symbols.segments, named.extents, full=True, debug_file=debug)
     return symbols
+
+
+def find_debug_file(path: str, debug_roots: Sequence[str] = ("",)) -> str | None:
+    """The separate debug file of the ELF file at `path`, installed under one of
+    `debug_roots` ("" for this machine's, /proc/PID/root for a container's) as
+    `usr/lib/debug/.build-id/XX/REST.debug`, named by the file's GNU build id; used only
+    when its own build id is the same. None where there is none (or no build id)."""
+    try:
+        with _mapped(path) as data:
+            build_id = _build_id(data)
+    except (OSError, ValueError, struct.error, IndexError):
+        return None
+    return _installed_debug_file(build_id, debug_roots) if build_id else None
+
+
+def _installed_debug_file(build_id: str, debug_roots: Sequence[str]) -> str | None:
+    for root in debug_roots:
+        debug = f"{root}/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
+        try:
+            with _mapped(debug) as data:
+                if _build_id(data) == build_id:
+                    return debug
+        except (OSError, ValueError, struct.error, IndexError):
+            continue
+    return None
 
 
 @contextlib.contextmanager
@@ -201,11 +220,7 @@ class SymbolTables:
                 self.loaded[path] = None
             table = self.loaded[path]
         if not known:
-            readable = (
-                f"/proc/{self.pid}/root{path}"
-                if mapped is None
-                else readable_path(self.pid, mapped)
-            )
+            readable = self._readable(path, mapped)
             try:
                 small = os.path.getsize(readable) < SYNC_LOAD_BYTES
             except OSError:
@@ -220,16 +235,18 @@ class SymbolTables:
         return table.name(file_offset) if table is not None else None
 
     def load_now(self, path: str, mapped: MappedFile | None) -> FunctionSymbols | None:
-        """`path`'s table, read at once (cached for name); None when it cannot be read."""
+        """`path`'s table, read at once unless it was read (or is being read) already; None
+        when it cannot be read, which `name` then does not try again."""
         with self._lock:
-            if self.loaded.get(path) is not None:
+            if path in self.loaded:
                 return self.loaded[path]
-        readable = (
-            f"/proc/{self.pid}/root{path}" if mapped is None else readable_path(self.pid, mapped)
-        )
-        self._load(readable, path)
+            self.loaded[path] = None
+        self._load(self._readable(path, mapped), path)
         with self._lock:
-            return self.loaded.get(path)
+            return self.loaded[path]
+
+    def _readable(self, path: str, mapped: MappedFile | None) -> str:
+        return f"/proc/{self.pid}/root{path}" if mapped is None else readable_path(self.pid, mapped)
 
     def _load(self, readable: str, path: str) -> None:
         try:
