@@ -25,8 +25,8 @@ from gilprof.errors import UsageError
 from gilprof.model import Frame, Mode, ThreadState
 from gilprof.native_classes import NativeClass, NativeRules, native_class_of
 from gilprof.profile import Profile
-from gilprof.sampling.backends.native import IO_WAIT_SYMBOLS
 from gilprof.stats import Estimate, batch_windows, t_quantile
+from gilprof.wait_classes import DEVICE_SYNC_FUNCTIONS, WaitClass, WaitRules, classify_blocked
 
 CONFIDENCE = 0.95
 # Few, long batches: compare's windows-as-batches estimator (ratio_mean_ci) inflates its
@@ -50,21 +50,9 @@ def batch_share(numerators: list[float], denominators: list[float]) -> Estimate:
     return Estimate(value, value - half, value + half, stderr, float(count - 1))
 
 
-# Frames that block until the device (or a simulated one) is done. Bare names match
-# qualnames (`Event.synchronize`, `torch.cuda.synchronize`); native CUDA runtime/driver
-# waits show up with --native.
-DEVICE_WAIT_FUNCTIONS = (
-    "synchronize",
-    "Event.wait",
-    "Condition.wait",
-    "cudaStreamSynchronize",
-    "cudaEventSynchronize",
-    "cudaDeviceSynchronize",
-    "cuStreamSynchronize",
-    "cuEventSynchronize",
-    "cuCtxSynchronize",
-)
-_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
+# Frames that block until the device is done (gilprof.wait_classes, defined once there):
+# CUDA synchronize calls, not `Condition.wait`/`Event.wait`, which wait for whoever sets them.
+DEVICE_WAIT_FUNCTIONS = DEVICE_SYNC_FUNCTIONS
 
 
 NO_TID = -1  # a named thread that gil mode never saw (it records only the GIL holder)
@@ -75,6 +63,16 @@ class LoopThread:
     tid: int
     name: str
     chosen_by: str  # how the thread was chosen, in words
+
+
+@dataclass(frozen=True)
+class BlockedShare:
+    """The loop's time in one wait class (gilprof.wait_classes; device and peers include
+    their native spin), and the evidence seen most often for it."""
+
+    cls: str
+    share: Estimate
+    evidence: str
 
 
 @dataclass(frozen=True)
@@ -99,6 +97,11 @@ class LoopTime:
     unplaced: Estimate | None = None
     # the loop's native time by class (gilprof.native_classes), shares of its samples
     native_by_class: tuple[tuple[str, float], ...] = ()
+    # every wait class the loop spent time in, largest first
+    blocked_by_class: tuple[BlockedShare, ...] = ()
+
+    def blocked(self, cls: str) -> BlockedShare | None:
+        return next((b for b in self.blocked_by_class if b.cls == cls), None)
 
 
 def _label(profile: Profile, tid: int) -> str:
@@ -106,16 +109,12 @@ def _label(profile: Profile, tid: int) -> str:
 
 
 def _is_device_wait(frames: Sequence[Frame], state: ThreadState, names: Sequence[str]) -> bool:
-    if state in (ThreadState.HELD, ThreadState.WAITING):
+    """A running reading inside a named device-sync function (wall mode has no states).
+    A blocked reading is classed from its evidence instead (gilprof.wait_classes): being
+    idle is no evidence of the device."""
+    if state in (ThreadState.HELD, ThreadState.WAITING, ThreadState.IDLE):
         return False  # holding or wanting the GIL, even inside a wait function: host work
-    if any(f.matches(name) for f in frames for name in names):
-        return True  # wall mode (no state), or native/idle inside a named wait
-    if state is not ThreadState.IDLE:
-        return False
-    # Contention mode: an idle thread asleep or in a lock/condition wait (not in I/O).
-    innermost = max((i for i, f in enumerate(frames) if f.is_python), default=-1)
-    tail = [f.name for f in frames[innermost + 1 :] if not _HEX.match(f.name)]
-    return innermost >= 0 and not (tail and tail[-1] in IO_WAIT_SYMBOLS)
+    return any(f.matches(name) for f in frames for name in names)
 
 
 def native_class(frames: Sequence[Frame], mode: Mode, rules: NativeRules) -> NativeClass:
@@ -229,7 +228,7 @@ def _busy_counts(profile: Profile, device_wait: Sequence[str]) -> dict[int, floa
     mode, rules = profile.sampling.mode, NativeRules()
     for index, count in profile.state_totals().items():
         stack = profile.stacks[index]
-        kind, _cls = _kind(profile.stack_frames(index), stack.state, mode, device_wait, rules)
+        kind, _cls, _e = _kind(profile.stack_frames(index), stack.state, mode, device_wait, rules)
         if kind == "busy":
             out[stack.tid] = out.get(stack.tid, 0) + count
     return out
@@ -241,20 +240,29 @@ def _kind(
     mode: Mode,
     names: Sequence[str],
     rules: NativeRules,
-) -> tuple[str, NativeClass | None]:
-    """busy / device / peers / unplaced / other, and a native reading's class."""
+    waits: WaitRules | None = None,
+) -> tuple[str, NativeClass | None, str]:
+    """busy / device / peers / unplaced / a blocked class (gilprof.wait_classes), a native
+    reading's class, and a blocked reading's evidence in a few words."""
     cls = native_class(frames, mode, rules) if state is ThreadState.NATIVE else None
     if _is_device_wait(frames, state, names):
-        return "device", cls
+        return "device", cls, ""
     if cls is NativeClass.DEVICE:
-        return "device", cls
+        return "device", cls, ""
     if cls is NativeClass.PEERS:
-        return "peers", cls
+        return "peers", cls, ""
     if cls is NativeClass.UNPLACED:
-        return "unplaced", cls
+        return "unplaced", cls, ""
     if _busy_state(state):
-        return "busy", cls
-    return "other", cls
+        return "busy", cls, ""
+    if state is ThreadState.IDLE:
+        wait_rules = waits or WaitRules(rules, tuple(names))
+        reason = classify_blocked(frames, state, wait_rules)
+        kind = {WaitClass.DEVICE: "device", WaitClass.PEERS: "peers"}.get(
+            reason.cls, reason.cls.value
+        )
+        return kind, cls, reason.evidence
+    return WaitClass.UNEXPLAINED.value, cls, str(state)
 
 
 def loop_time(
@@ -268,8 +276,12 @@ def loop_time(
     names = tuple(dict.fromkeys(device_wait))
     rules = rules or NativeRules()
     mode = profile.sampling.mode
-    # stack index -> (busy / device / peers / unplaced / other, native class), this thread
-    kinds: dict[int, tuple[str, NativeClass | None]] = {}
+    # stack index -> (busy / device / peers / unplaced / a blocked class, native class,
+    # evidence), this thread
+    kinds: dict[int, tuple[str, NativeClass | None, str]] = {}
+    # blocked class -> {evidence: samples}; and per window, the samples of each such class
+    blocked: dict[str, dict[str, float]] = {}
+    blocked_num: dict[str, list[float]] = {}
     held_total = gil_wait = native = other = 0.0
     by_class: dict[str, float] = {}
     busy_num: list[float] = []
@@ -279,7 +291,7 @@ def loop_time(
     dens: list[float] = []
     all_held: list[float] = []
     samples = 0.0
-    for window in profile.windows:
+    for w, window in enumerate(profile.windows):
         b = d = p = u = n = h_all = 0.0
         for index, count in profile.state_weights(window).items():
             stack = profile.stacks[index]
@@ -292,8 +304,13 @@ def loop_time(
                 found = kinds[index] = _kind(
                     profile.stack_frames(index), stack.state, mode, names, rules
                 )
-            kind, cls = found
+            kind, cls, evidence = found
             n += count
+            if evidence or kind not in ("busy", "unplaced"):
+                per = blocked.setdefault(kind, {})
+                per[evidence] = per.get(evidence, 0.0) + count
+                column = blocked_num.setdefault(kind, [0.0] * len(profile.windows))
+                column[w] += count
             if cls is not None:
                 by_class[cls.value] = by_class.get(cls.value, 0.0) + count
             if kind == "busy":
@@ -360,5 +377,13 @@ def loop_time(
         unplaced=batch_share(pick(unplaced_num), den) if contention else None,
         native_by_class=tuple(
             (name, count / total) for name, count in sorted(by_class.items(), key=lambda kv: -kv[1])
+        ),
+        blocked_by_class=tuple(
+            BlockedShare(
+                kind,
+                batch_share(pick(blocked_num[kind]), den),
+                max(per, key=lambda e: per[e]) if per else "",
+            )
+            for kind, per in sorted(blocked.items(), key=lambda kv: -sum(kv[1].values()))
         ),
     )

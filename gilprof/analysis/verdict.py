@@ -43,6 +43,7 @@ from gilprof.profile import Profile
 from gilprof.stats import Estimate
 
 HOST, DEVICE, PEERS, MIXED, UNDETERMINED = "host", "device", "peers", "mixed", "undetermined"
+INPUT, SLEEP = "input", "sleep"
 DEVICE_MATERIAL = 0.25  # waits for the device at least this share of the step: device-bound
 DEVICE_NEGLIGIBLE = 0.10  # waits less: the device does not pace the loop
 HOST_MOST = 0.50  # busy on the host for most of the step
@@ -52,6 +53,8 @@ BOUND_WORDS = {
     HOST: "host-bound",
     DEVICE: "device-bound",
     PEERS: "waiting for peers",
+    INPUT: "waiting for input",
+    SLEEP: "sleeping",
     MIXED: "mixed (host and device)",
     UNDETERMINED: "undetermined",
 }
@@ -192,6 +195,33 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
             ),
             None,
         )
+    for bound_class, words in (
+        (
+            INPUT,
+            "work handed in (a queue fed by another thread, a client's socket): arrivals "
+            "pace the step, so host savings shorten a request's latency, not throughput",
+        ),
+        (SLEEP, "a timer its own code chose (a sleep or back-off): the loop paces itself"),
+    ):
+        share = loop.blocked(bound_class)
+        if (
+            share is not None
+            and math.isfinite(share.share.low)
+            and share.share.low >= DEVICE_MATERIAL
+        ):
+            return (
+                bound_class,
+                (
+                    f"{head}: it waits for {words} at least {_pct(DEVICE_MATERIAL)} of the "
+                    f"time ({share.evidence}): {BOUND_WORDS[bound_class]}"
+                ),
+                None,
+            )
+    unexplained = [
+        b for b in loop.blocked_by_class if b.cls not in ("device", "peers", INPUT, SLEEP)
+    ]
+    blocked_other = sum(b.share.value for b in unexplained)
+    unknown += blocked_other
     waits = device.value + peers.value
     if (
         device.value + unknown < DEVICE_NEGLIGIBLE
@@ -233,6 +263,20 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
                 "sample again where perf_event_open is allowed (kernel.perf_event_paranoid <= 2; "
                 "in a container --cap-add PERFMON and a seccomp profile that allows it): each "
                 "native reading is then placed in its library"
+            ),
+        )
+    if unexplained and blocked_other >= DEVICE_NEGLIGIBLE:
+        top = unexplained[0]
+        return (
+            UNDETERMINED,
+            (
+                f"{head}: it is blocked {_pct(blocked_other)} of the time where the evidence "
+                f"names no device, peer, input or sleep: mostly {top.cls} "
+                f"({_pct(top.share.value)}: {top.evidence or 'no evidence'}): undetermined"
+            ),
+            (
+                "name the wait in a recipe ([steps] device_wait or input_wait, or a [native] "
+                "library), or sample as root so the kernel's wake-up events name who ends it"
             ),
         )
     if waits < DEVICE_NEGLIGIBLE and busy.low < HOST_MOST:

@@ -36,6 +36,7 @@ LAYERED = {
     "profile",
     "model",
     "native_classes",
+    "wait_classes",
     "stats",
     "redact",
     "errors",

@@ -66,7 +66,7 @@ def _window(f_s: float, blamed_s: float, wait_s: float = 0.0) -> list[tuple[Samp
         (_stack(LOOP, HELD, "loop", "f"), f_s),
         (_stack(LOOP, WAITING, "loop", "rest"), blamed_s),
         (_stack(LOOP, HELD, "loop", "rest"), other),
-        (_stack(LOOP, IDLE, "loop", "Event.wait"), wait_s),
+        (_stack(LOOP, IDLE, "loop", "Event.synchronize"), wait_s),
         (_stack(INGRESS, IDLE, "ingress", "poll"), f_s),
         (_stack(INGRESS, HELD, "ingress", "parse"), blamed_s),
         (_stack(INGRESS, IDLE, "ingress", "poll"), 1.0 - f_s - blamed_s),
@@ -335,7 +335,7 @@ def _fed_window() -> list[tuple[Sample, float]]:
     return [
         (_stack(LOOP, HELD, "loop", "f"), 0.2),
         (_stack(LOOP, HELD, "loop", "rest"), 0.1),
-        (_stack(LOOP, IDLE, "loop", "Event.wait"), 0.7),
+        (_stack(LOOP, IDLE, "loop", "Event.synchronize"), 0.7),
         (_stack(INGRESS, WAITING, "launch"), 0.2),
         (_stack(INGRESS, HELD, "launch"), 0.05),
         (_stack(INGRESS, IDLE, "launch", "sleep"), 0.75),
