@@ -261,7 +261,10 @@ def _kind(
         kind = {WaitClass.DEVICE: "device", WaitClass.PEERS: "peers"}.get(
             reason.cls, reason.cls.value
         )
-        return kind, cls, reason.evidence
+        where = (
+            f" in {reason.where}" if reason.where and reason.where not in reason.evidence else ""
+        )
+        return kind, cls, reason.evidence + where
     return WaitClass.UNEXPLAINED.value, cls, str(state)
 
 

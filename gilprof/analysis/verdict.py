@@ -221,11 +221,10 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
         b for b in loop.blocked_by_class if b.cls not in ("device", "peers", INPUT, SLEEP)
     ]
     blocked_other = sum(b.share.value for b in unexplained)
-    unknown += blocked_other
     waits = device.value + peers.value
     if (
-        device.value + unknown < DEVICE_NEGLIGIBLE
-        and device.high + unknown < DEVICE_MATERIAL
+        device.value + unknown + blocked_other < DEVICE_NEGLIGIBLE
+        and device.high + unknown + blocked_other < DEVICE_MATERIAL
         and peers.high + unknown < DEVICE_MATERIAL
         and busy.low >= HOST_MOST
     ):
@@ -238,6 +237,20 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
                 "host-bound"
             ),
             None,
+        )
+    if unexplained and blocked_other >= DEVICE_NEGLIGIBLE:
+        top = unexplained[0]
+        return (
+            UNDETERMINED,
+            (
+                f"{head}: it is blocked {_pct(blocked_other)} of the time where the evidence "
+                f"names no device, peer, input or sleep: mostly {top.cls} "
+                f"({_pct(top.share.value)}: {top.evidence or 'no evidence'}): undetermined"
+            ),
+            (
+                "name the wait in a recipe ([steps] device_wait or input_wait, or a [native] "
+                "library), or sample as root so the kernel's wake-up events name who ends it"
+            ),
         )
     if device.low >= DEVICE_NEGLIGIBLE:
         return (
@@ -263,20 +276,6 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
                 "sample again where perf_event_open is allowed (kernel.perf_event_paranoid <= 2; "
                 "in a container --cap-add PERFMON and a seccomp profile that allows it): each "
                 "native reading is then placed in its library"
-            ),
-        )
-    if unexplained and blocked_other >= DEVICE_NEGLIGIBLE:
-        top = unexplained[0]
-        return (
-            UNDETERMINED,
-            (
-                f"{head}: it is blocked {_pct(blocked_other)} of the time where the evidence "
-                f"names no device, peer, input or sleep: mostly {top.cls} "
-                f"({_pct(top.share.value)}: {top.evidence or 'no evidence'}): undetermined"
-            ),
-            (
-                "name the wait in a recipe ([steps] device_wait or input_wait, or a [native] "
-                "library), or sample as root so the kernel's wake-up events name who ends it"
             ),
         )
     if waits < DEVICE_NEGLIGIBLE and busy.low < HOST_MOST:
