@@ -5,10 +5,10 @@ device ~ host just as a loop paced by the host does. The loop thread's wall time
 splits into
 
 - host work: holding the GIL, waiting for it, or running native code without it;
-- waiting for the device: blocked in a device wait (a frame named like a device wait:
-  `synchronize`, `Event.wait`, `Condition.wait` and the recipe's `[steps] device_wait`,
-  or, in contention mode, a thread asleep in a sleep or a lock/condition wait);
-- other waits (I/O: select, poll, recv, read) and unclassified samples.
+- waiting for the device: only on evidence of it (a CUDA synchronize frame, the recipe's
+  `[steps] device_wait`, a device library); other blocked time is classed from its evidence
+  (gilprof.wait_classes): sleeping, waiting for input, peers, I/O, another thread, or
+  unexplained, which counts against a host verdict and leaves it undetermined.
 
 Shares are of the loop thread's own samples (contention and wall mode record every thread
 at every tick), each with a batch-means interval over the sampling windows
