@@ -238,6 +238,15 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
             ),
             None,
         )
+    if device.low >= DEVICE_NEGLIGIBLE:
+        return (
+            MIXED,
+            (
+                f"{head}: it waits for the device for part of the step "
+                f"({_pct(DEVICE_NEGLIGIBLE)}-{_pct(DEVICE_MATERIAL)}): both sides pace it: mixed"
+            ),
+            None,
+        )
     if unexplained and blocked_other >= DEVICE_NEGLIGIBLE:
         top = unexplained[0]
         return (
@@ -251,15 +260,6 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
                 "name the wait in a recipe ([steps] device_wait or input_wait, or a [native] "
                 "library), or sample as root so the kernel's wake-up events name who ends it"
             ),
-        )
-    if device.low >= DEVICE_NEGLIGIBLE:
-        return (
-            MIXED,
-            (
-                f"{head}: it waits for the device for part of the step "
-                f"({_pct(DEVICE_NEGLIGIBLE)}-{_pct(DEVICE_MATERIAL)}): both sides pace it: mixed"
-            ),
-            None,
         )
     if unknown >= DEVICE_NEGLIGIBLE / 2:
         why = native_note or (
