@@ -100,6 +100,10 @@ def test_predicted_saving_matches_the_measured_one(spawn, tmp_path, shape):
             str(log_on),
             "--loop-thread",
             "step-loop",
+            # the workload's simulated device is an Event a device thread sets: declared, as
+            # a recipe declares it (a bare Event.wait is no evidence of a device)
+            "--device-wait",
+            "Event.wait",
             "--what-if",
             "removable_work",
             "--format",

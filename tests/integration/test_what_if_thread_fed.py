@@ -31,6 +31,8 @@ MARK = "# interleaved from here"
 def test_a_thread_fed_device_step_shrinks_by_the_launchers_waits(spawn, tmp_path):
     log_on, log_off, profile, _ = _run(spawn, tmp_path, ["--off-seconds", "5"], workload=WORKLOAD)
     args = ["report", str(profile), "--steps", str(log_on), "--loop-thread", "step-loop"]
+    # the simulated device is an Event the launcher sets: declared, as a recipe declares it
+    args += ["--device-wait", "Event.wait"]
     args += ["--what-if", "removable_work", "--format", "json"]
     fed = json.loads(gilprof_stdout(spawn, *args, "--feeder-thread", "^launcher$"))
     alone = json.loads(gilprof_stdout(spawn, *args))
