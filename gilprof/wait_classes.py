@@ -161,20 +161,6 @@ class WaitRules:
     native: NativeRules = field(default_factory=NativeRules)
     device_wait: tuple[str, ...] = DEVICE_SYNC_FUNCTIONS  # Python functions (recipe first)
     input_wait: tuple[str, ...] = ()  # Python functions that wait for requests (recipe)
-    sources: tuple[tuple[str, str], ...] = ()  # (rule, where it came from) for a report
-
-    @classmethod
-    def with_recipe(
-        cls,
-        native: NativeRules | None = None,
-        device_wait: Sequence[str] = (),
-        input_wait: Sequence[str] = (),
-    ) -> WaitRules:
-        return cls(
-            native or NativeRules(),
-            tuple(dict.fromkeys((*device_wait, *DEVICE_SYNC_FUNCTIONS))),
-            tuple(dict.fromkeys(input_wait)),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,8 +261,8 @@ def classify_blocked(frames: Sequence[Frame], state: ThreadState, rules: WaitRul
     # 6. A lock or condition: another thread, named by its waker where known.
     if native is not None or syscall == "futex" or fds:
         where_code = f"{library} {symbol}".strip() if native is not None else syscall
-        if any(f.matches(q) for f in py for q in QUEUE_GETS) and waker_tid:
-            return reason(WaitClass.INPUT, f"a queue fed by {waker.text}" if waker else "a queue")
+        if waker is not None and waker_tid and any(f.matches(q) for f in py for q in QUEUE_GETS):
+            return reason(WaitClass.INPUT, f"a queue fed by {waker.text}")
         if waker_tid:
             return reason(WaitClass.THREAD, f"{where_code}{woken}")
         if fds:
@@ -291,8 +277,9 @@ def classify_blocked(frames: Sequence[Frame], state: ThreadState, rules: WaitRul
     return _contention_reason(frames, rules, where)
 
 
-# contention mode: py-spy's native frames below the innermost Python frame
-_SLEEP_SYMBOLS = frozenset({"clock_nanosleep", "nanosleep", "__nanosleep", "pysleep", "time_sleep"})
+# contention mode: py-spy's native frames below the innermost Python frame (the sleeps'
+# C functions, also how the contention backend tells a sleeping thread)
+SLEEP_SYMBOLS = frozenset({"clock_nanosleep", "nanosleep", "__nanosleep", "pysleep", "time_sleep"})
 
 
 def _native_tail(frames: Sequence[Frame]) -> list[Frame]:
@@ -301,7 +288,7 @@ def _native_tail(frames: Sequence[Frame]) -> list[Frame]:
 
 
 def _contention_sleep(frames: Sequence[Frame]) -> bool:
-    return any(f.name in _SLEEP_SYMBOLS for f in _native_tail(frames))
+    return any(f.name in SLEEP_SYMBOLS for f in _native_tail(frames))
 
 
 def _contention_reason(frames: Sequence[Frame], rules: WaitRules, where: str) -> Reason:

@@ -240,7 +240,6 @@ def _kind(
     mode: Mode,
     names: Sequence[str],
     rules: NativeRules,
-    waits: WaitRules | None = None,
 ) -> tuple[str, NativeClass | None, str]:
     """busy / device / peers / unplaced / a blocked class (gilprof.wait_classes), a native
     reading's class, and a blocked reading's evidence in a few words."""
@@ -256,8 +255,7 @@ def _kind(
     if _busy_state(state):
         return "busy", cls, ""
     if state is ThreadState.IDLE:
-        wait_rules = waits or WaitRules(rules, tuple(names))
-        reason = classify_blocked(frames, state, wait_rules)
+        reason = classify_blocked(frames, state, WaitRules(rules, tuple(names)))
         kind = {WaitClass.DEVICE: "device", WaitClass.PEERS: "peers"}.get(
             reason.cls, reason.cls.value
         )
@@ -309,7 +307,7 @@ def loop_time(
                 )
             kind, cls, evidence = found
             n += count
-            if evidence or kind not in ("busy", "unplaced"):
+            if kind not in ("busy", "unplaced"):  # device and peers: spins and blocks
                 per = blocked.setdefault(kind, {})
                 per[evidence] = per.get(evidence, 0.0) + count
                 column = blocked_num.setdefault(kind, [0.0] * len(profile.windows))

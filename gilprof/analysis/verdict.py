@@ -41,9 +41,10 @@ from gilprof.errors import UsageError
 from gilprof.native_classes import NOT_PLACED
 from gilprof.profile import Profile
 from gilprof.stats import Estimate
+from gilprof.wait_classes import WaitClass
 
 HOST, DEVICE, PEERS, MIXED, UNDETERMINED = "host", "device", "peers", "mixed", "undetermined"
-INPUT, SLEEP = "input", "sleep"
+INPUT, SLEEP = WaitClass.INPUT.value, WaitClass.SLEEP.value
 DEVICE_MATERIAL = 0.25  # waits for the device at least this share of the step: device-bound
 DEVICE_NEGLIGIBLE = 0.10  # waits less: the device does not pace the loop
 HOST_MOST = 0.50  # busy on the host for most of the step
@@ -217,9 +218,7 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
                 ),
                 None,
             )
-    unexplained = [
-        b for b in loop.blocked_by_class if b.cls not in ("device", "peers", INPUT, SLEEP)
-    ]
+    unexplained = [b for b in loop.blocked_by_class if b.cls not in (DEVICE, PEERS, INPUT, SLEEP)]
     blocked_other = sum(b.share.value for b in unexplained)
     waits = device.value + peers.value
     if (

@@ -35,6 +35,7 @@ import re
 from collections.abc import Sequence
 
 from gilprof.model import Frame, ThreadState
+from gilprof.wait_classes import SLEEP_SYMBOLS
 
 _GIL_WAIT = frozenset({"pthread_cond_timedwait", "pthread_cond_wait"})
 # The GIL's mutex and condition traffic in take_gil/drop_gil: held or released depending on
@@ -101,7 +102,7 @@ IO_WAIT_SYMBOLS = frozenset(
         "waitid",
     }
 )
-_IDLE = IO_WAIT_SYMBOLS | {"clock_nanosleep", "nanosleep", "__nanosleep", "pysleep", "time_sleep"}
+_IDLE = IO_WAIT_SYMBOLS | SLEEP_SYMBOLS
 # Clock reads: time.perf_counter() in a Python loop jumps into the vDSO with the GIL held.
 _CLOCK = frozenset(
     {

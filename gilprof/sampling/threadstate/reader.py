@@ -53,10 +53,10 @@ from gilprof.sampling.threadstate.target import (
     PythonThread,
     open_interpreter,
 )
+from gilprof.wait_classes import SYSCALL_FILE
 
 THREADS_REFRESH_S = 0.5  # how often the interpreter's thread list is walked again
 THREADS_RECHECK_S = 0.02  # how soon, when the GIL's holder is a thread not yet listed
-SYSCALL_FILE = "[syscall]"
 MAX_COND_MISMATCH = 0.05  # share of ticks with an impossible condvar count that drops it  # the file of the leaf frame that names an idle thread's syscall
 
 
