@@ -62,7 +62,7 @@ def probe(pid: int, rate: float, seconds: float, realtime: bool) -> dict:
             for i in (index - 1, index):
                 if 0 <= i < len(times):
                     sample = locator._samples[tid][i]
-                    row = locator._maps.find(sample.user_ip() or 0)
+                    row = locator.maps.find(sample.user_ip() or 0)
                     where, cls = locator._cached_place(sample, at_ns)
                     around.append(f"{row[3] if row else '?'}|{where}|{cls}|k={sample.in_kernel}")
             log.append(

@@ -24,8 +24,7 @@ code is the device or the peers (`[native]`, gilprof.native_classes).
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -67,6 +66,7 @@ CLASS_WORDS = {
 BLOCKED_PREFIX = "[blocked:"
 SYSCALL_FILE = "[syscall]"  # the file of the frame that names the call a thread sits in
 NATIVE_CALLER = "native"
+INTERPRETER_TAG = "interpreter"  # [blocked:native:interpreter]: the interpreter's own code
 FD = "fd"
 WAKER = "waker"
 
@@ -98,10 +98,13 @@ def evidence_frame(kind: str, tag: str, text: str) -> Frame:
     return Frame(text, f"{BLOCKED_PREFIX}{kind}{':' + tag if tag else ''}]", 0)
 
 
-def native_caller_frame(library: str, symbol: str) -> Frame:
+def native_caller_frame(library: str, symbol: str, interpreter: bool = False) -> Frame:
     """The native code that made a blocking call: its library's file name and symbol (or
-    its offset in hex where the library names none)."""
-    return evidence_frame(NATIVE_CALLER, "", f"{library} {symbol}")
+    its offset in hex where the library names none); `interpreter`: the file the reader
+    found the interpreter's runtime in (an identity: a Python-level lock or sleep)."""
+    return evidence_frame(
+        NATIVE_CALLER, INTERPRETER_TAG if interpreter else "", f"{library} {symbol}"
+    )
 
 
 def waker_frame(tag: str, text: str, tid: int = 0) -> Frame:
@@ -151,9 +154,6 @@ PEER_SYMBOL_PREFIXES = ("gloo::", "c10d::", "MPI_", "PMPI_", "ncclGroup", "nccl"
 SLEEP_SYSCALLS = frozenset({"nanosleep", "clock_nanosleep", "pause"})
 # Python's own queue consumers: a thread blocked in one waits for whoever puts work in.
 QUEUE_GETS = ("Queue.get", "SimpleQueue.get", "Queue._get", "get_nowait")
-# The interpreter's own files: a blocking call made from there is a Python-level lock,
-# condition or sleep (the Python frames say which).
-INTERPRETER_FILES = ("libpython3*.so*", "python3*", "python")
 
 
 @dataclass(frozen=True)
@@ -185,10 +185,6 @@ def _where(py: Sequence[Frame]) -> str:
     return ""
 
 
-def _is_interpreter(library: str) -> bool:
-    return any(fnmatch.fnmatchcase(library, p) for p in INTERPRETER_FILES)
-
-
 def _is_peer_symbol(symbol: str) -> bool:
     return any(symbol.startswith(p) for p in PEER_SYMBOL_PREFIXES)
 
@@ -214,20 +210,30 @@ _FD_ORDER = (
 )
 
 
-def classify_blocked(frames: Sequence[Frame], state: ThreadState, rules: WaitRules) -> Reason:
+def classify_blocked(
+    frames: Sequence[Frame],
+    state: ThreadState,
+    rules: WaitRules,
+    thread_names: Mapping[int, str] | None = None,
+) -> Reason:
     """Why a reading that is not running is not running (states mode: an IDLE reading with
-    its `[syscall]` frame and evidence frames; contention mode: py-spy's native frames)."""
+    its `[syscall]` frame and evidence frames; contention mode: py-spy's native frames).
+    `thread_names` (Linux id -> name) names a waking thread of the process."""
     py = _python_frames(frames)
     where = _where(py)
     if state is ThreadState.WAITING:
         return Reason(WaitClass.GIL, "taking the GIL", where=where)
     evidence = [e for e in map(evidence_of, frames) if e is not None]
     syscall = next((f.name for f in frames if f.file == SYSCALL_FILE), "")
-    native = next((e for e in evidence if e.kind == NATIVE_CALLER), None)
+    natives = [e for e in evidence if e.kind == NATIVE_CALLER]
+    native = natives[0] if natives else None
     fds = [e for e in evidence if e.kind == FD]
     waker = next((e for e in evidence if e.kind == WAKER), None)
-    woken = f", woken by {waker.text}" if waker is not None and waker.tag != WAKER_TIMER else ""
     waker_tid = waker.tid if waker is not None and waker.tag == WAKER_THREAD else 0
+    waker_words = waker.text if waker is not None else ""
+    if waker_tid and thread_names and thread_names.get(waker_tid):
+        waker_words = f"thread '{thread_names[waker_tid]}' (tid {waker_tid})"
+    woken = f", woken by {waker_words}" if waker is not None and waker.tag != WAKER_TIMER else ""
 
     def reason(cls: WaitClass, words: str) -> Reason:
         return Reason(cls, words, waker_tid, where)
@@ -239,14 +245,18 @@ def classify_blocked(frames: Sequence[Frame], state: ThreadState, rules: WaitRul
     for name in rules.input_wait:
         if any(f.matches(name) for f in py):
             return reason(WaitClass.INPUT, f"in {name} (the recipe's input_wait){woken}")
-    # 2. The native code that made the call.
+    # 2. The native code that made the call (innermost first; the reader stops the chain
+    # at the interpreter's own code: a Python-level wait).
     library, _, symbol = native.text.partition(" ") if native is not None else ("", "", "")
-    if native is not None and not _is_interpreter(library):
-        cls = rules.native.library_class(library)
+    for caller in natives:
+        if caller.tag == INTERPRETER_TAG:
+            break
+        lib, _, sym = caller.text.partition(" ")
+        cls = rules.native.library_class(lib)
         if cls is NativeClass.DEVICE:
-            return reason(WaitClass.DEVICE, f"{library} {symbol} ({syscall})")
-        if cls is NativeClass.PEERS or _is_peer_symbol(symbol):
-            return reason(WaitClass.PEERS, f"{library} {symbol} ({syscall})")
+            return reason(WaitClass.DEVICE, f"{lib} {sym} ({syscall})")
+        if cls is NativeClass.PEERS or _is_peer_symbol(sym):
+            return reason(WaitClass.PEERS, f"{lib} {sym} ({syscall})")
     # 3. The descriptors it waits on.
     by_tag = {e.tag: e for e in fds}
     for tag in _FD_ORDER:
@@ -262,7 +272,7 @@ def classify_blocked(frames: Sequence[Frame], state: ThreadState, rules: WaitRul
     if native is not None or syscall == "futex" or fds:
         where_code = f"{library} {symbol}".strip() if native is not None else syscall
         if waker is not None and waker_tid and any(f.matches(q) for f in py for q in QUEUE_GETS):
-            return reason(WaitClass.INPUT, f"a queue fed by {waker.text}")
+            return reason(WaitClass.INPUT, f"a queue fed by {waker_words}")
         if waker_tid:
             return reason(WaitClass.THREAD, f"{where_code}{woken}")
         if fds:

@@ -21,12 +21,19 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from gilprof.analysis.reasons import blocked_reasons
 from gilprof.errors import UsageError
 from gilprof.model import Frame, Mode, ThreadState
 from gilprof.native_classes import NativeClass, NativeRules, native_class_of
 from gilprof.profile import Profile
 from gilprof.stats import Estimate, batch_windows, t_quantile
-from gilprof.wait_classes import DEVICE_SYNC_FUNCTIONS, WaitClass, WaitRules, classify_blocked
+from gilprof.wait_classes import (
+    DEVICE_SYNC_FUNCTIONS,
+    Reason,
+    WaitClass,
+    WaitRules,
+    classify_blocked,
+)
 
 CONFIDENCE = 0.95
 # Few, long batches: compare's windows-as-batches estimator (ratio_mean_ci) inflates its
@@ -226,9 +233,13 @@ def choose_loop_thread(
 def _busy_counts(profile: Profile, device_wait: Sequence[str]) -> dict[int, float]:
     out: dict[int, float] = {}
     mode, rules = profile.sampling.mode, NativeRules()
+    reasons = blocked_reasons(profile, WaitRules(rules, tuple(device_wait)))
     for index, count in profile.state_totals().items():
         stack = profile.stacks[index]
-        kind, _cls, _e = _kind(profile.stack_frames(index), stack.state, mode, device_wait, rules)
+        reason = reasons.get(index)
+        kind, _cls, _e = _kind(
+            profile.stack_frames(index), stack.state, mode, device_wait, rules, reason
+        )
         if kind == "busy":
             out[stack.tid] = out.get(stack.tid, 0) + count
     return out
@@ -240,6 +251,7 @@ def _kind(
     mode: Mode,
     names: Sequence[str],
     rules: NativeRules,
+    reason: Reason | None,
 ) -> tuple[str, NativeClass | None, str]:
     """busy / device / peers / unplaced / a blocked class (gilprof.wait_classes), a native
     reading's class, and a blocked reading's evidence in a few words."""
@@ -255,7 +267,8 @@ def _kind(
     if _busy_state(state):
         return "busy", cls, ""
     if state is ThreadState.IDLE:
-        reason = classify_blocked(frames, state, WaitRules(rules, tuple(names)))
+        if reason is None:
+            reason = classify_blocked(frames, state, WaitRules(rules, tuple(names)))
         kind = {WaitClass.DEVICE: "device", WaitClass.PEERS: "peers"}.get(
             reason.cls, reason.cls.value
         )
@@ -271,12 +284,14 @@ def loop_time(
     thread: LoopThread,
     device_wait: Iterable[str] = DEVICE_WAIT_FUNCTIONS,
     rules: NativeRules | None = None,
+    input_wait: Iterable[str] = (),
 ) -> LoopTime:
     """Split the loop thread's sampled time into host work and waits (device, peers), per
     window; native time that could not be placed is kept apart."""
     names = tuple(dict.fromkeys(device_wait))
     rules = rules or NativeRules()
     mode = profile.sampling.mode
+    reasons = blocked_reasons(profile, WaitRules(rules, names, tuple(input_wait)))
     # stack index -> (busy / device / peers / unplaced / a blocked class, native class,
     # evidence), this thread
     kinds: dict[int, tuple[str, NativeClass | None, str]] = {}
@@ -303,7 +318,7 @@ def loop_time(
             found = kinds.get(index)
             if found is None:
                 found = kinds[index] = _kind(
-                    profile.stack_frames(index), stack.state, mode, names, rules
+                    profile.stack_frames(index), stack.state, mode, names, rules, reasons.get(index)
                 )
             kind, cls, evidence = found
             n += count

@@ -356,6 +356,7 @@ def verdict(
     recipe_loop_thread: str | None = None,
     watch: Sequence[str] = (),
     device_wait: Sequence[str] = (),
+    input_wait: Sequence[str] = (),
 ) -> Verdict:
     """Choose the loop thread, split its time, decide."""
     if profile.sampling.samples == 0 and not any(w.counts for w in profile.windows):
@@ -366,7 +367,11 @@ def verdict(
     hint = f"--rank {rank}" if rank is not None else f"--pid {profile.target.pid}"
     note = next((m for m in profile.sampling.messages if NOT_PLACED in m), "")
     judged = decide(
-        loop_time(profile, thread, names), host_step_p50_ms, device_step_p50_ms, hint, note
+        loop_time(profile, thread, names, input_wait=input_wait),
+        host_step_p50_ms,
+        device_step_p50_ms,
+        hint,
+        note,
     )
     return with_gpu_evidence(judged, profile.sampling.gpu_busy, profile.sampling.gpu_note)
 

@@ -43,6 +43,7 @@ class VerdictChoice:
             recipe_loop_thread=spec.loop_thread if spec else None,
             watch=watch,
             device_wait=self.device_wait + (spec.device_wait if spec else ()),
+            input_wait=spec.input_wait if spec else (),
         )
 
 

@@ -172,15 +172,9 @@ _START_KEYS = ("on", "on_log", "after")
 _TARGET_KEYS = ("rank", "role", "match", "role_env", "parent_match", "threads")
 _SAMPLING_KEYS = ("mode", "rate", "duration", "native")
 _WATCH_KEYS = ("function", "file", "why", "fix")
-_STEPS_KEYS = ("log", "parser", "loop_thread", "device_wait")
-_GATE_KEYS = (
-    "max_share",
-    "max_utilization",
-    "max_host_step_p50_ms",
-    "max_regression",
-    "max_wait",
-    "max_blame",
-)
+_STEPS_KEYS = ("log", "parser", "loop_thread", "device_wait", "input_wait")
+_GATE_KEYS = ("max_share", "max_utilization", "max_host_step_p50_ms", "max_regression")
+_GATE_KEYS += ("max_wait", "max_blame")
 
 
 def _target(check: _Checker, raw: Any) -> TargetSpec:
@@ -249,23 +243,25 @@ def _watch(check: _Checker, raw: Any) -> tuple[WatchedFunction, ...]:
     return tuple(entries)
 
 
+def _functions(check: _Checker, data: dict[str, Any], key: str) -> tuple[str, ...]:
+    if key not in data:
+        return ()
+    return check.string_list(data[key], f"steps.{key}", FUNCTION_RE, "a function name")
+
+
 def _steps(check: _Checker, raw: Any) -> StepsSpec:
     data = check.table(raw, "steps", _STEPS_KEYS)
-    if "parser" not in data:
+    has_parser = "parser" in data
+    if not has_parser and "log" in data:
         raise check.fail("steps.parser", "missing; expected one of " + ", ".join(STEP_PARSERS))
     return StepsSpec(
-        parser=check.choice(data["parser"], "steps.parser", STEP_PARSERS),
+        parser=check.choice(data["parser"], "steps.parser", STEP_PARSERS) if has_parser else None,
         log=check.string(data["log"], "steps.log") if "log" in data else None,
         loop_thread=(
             check.regex(data["loop_thread"], "steps.loop_thread") if "loop_thread" in data else None
         ),
-        device_wait=(
-            check.string_list(
-                data["device_wait"], "steps.device_wait", FUNCTION_RE, "a function name"
-            )
-            if "device_wait" in data
-            else ()
-        ),
+        device_wait=_functions(check, data, "device_wait"),
+        input_wait=_functions(check, data, "input_wait"),
     )
 
 

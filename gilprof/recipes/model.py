@@ -117,12 +117,14 @@ class WatchedFunction:
 class StepsSpec:
     """Where the iteration log is and which parser reads it."""
 
-    parser: str
+    parser: str | None = None  # None: the recipe names no iteration log, only the loop's waits
     log: str | None = None
     # The thread that runs the step loop (regex on thread names) and functions in which it
     # waits for the device, for the host/device verdict (gilprof.analysis.verdict).
     loop_thread: str | None = None
     device_wait: tuple[str, ...] = ()
+    # functions in which it waits for requests (gilprof.wait_classes: waiting for input)
+    input_wait: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ class Recipe:
                 "log": self.steps.log,
                 "loop_thread": self.steps.loop_thread,
                 "device_wait": list(self.steps.device_wait),
+                "input_wait": list(self.steps.input_wait),
             },
             "start": None
             if self.start is None

@@ -78,7 +78,14 @@ def _summary(recipe: Recipe) -> list[str]:
             lines.append(f"      fix: {entry.fix}")
     if recipe.steps is not None:
         log = f", log {recipe.steps.log}" if recipe.steps.log else ""
-        lines.append(f"steps:    parser {recipe.steps.parser}{log}")
+        if recipe.steps.parser:
+            lines.append(f"steps:    parser {recipe.steps.parser}{log}")
+        for kind, names in (
+            ("device", recipe.steps.device_wait),
+            ("input", recipe.steps.input_wait),
+        ):
+            if names:
+                lines.append(f"steps:    waits for the {kind} in {', '.join(names)}")
     start = recipe.start
     if start is not None:
         when = [f"output ~ '{start.on}' (launch mode)"] if start.on else []

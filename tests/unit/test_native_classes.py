@@ -136,8 +136,8 @@ def _locator() -> NativeLocator:
     locator = NativeLocator.__new__(NativeLocator)
     locator.interpreter_path = "/usr/bin/python3.11"
     locator.rules = NativeRules()
-    locator._maps = _Maps()  # type: ignore[assignment]
-    locator._symbols = _Symbols()  # type: ignore[assignment]
+    locator.maps = _Maps()  # type: ignore[assignment]
+    locator.symbols = _Symbols()  # type: ignore[assignment]
     locator._times, locator._samples = {}, {}
     locator._classes, locator._pass_through = {}, {}
     locator._switch_times, locator._switch_kinds = {}, {}
@@ -335,7 +335,7 @@ def test_preempted_between_two_samples_of_the_interpreter_is_the_gil_hand_off():
     locator = _locator()
     python, torch = "/usr/bin/python3.11", "/opt/lib/libtorch_cpu.so"
     named = 0x900
-    locator._symbols = _Python()  # type: ignore[assignment]
+    locator.symbols = _Python()  # type: ignore[assignment]
     run = [_sample(0.0, python, named), _sample(1.0, python, named), _sample(12.0, python, named)]
     _feed(locator, 1, run)
     locator._switch_times[1], locator._switch_kinds[1] = (

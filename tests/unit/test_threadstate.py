@@ -13,6 +13,7 @@ import pytest
 
 from gilprof.model import Frame, ThreadState
 from gilprof.native_classes import NativeClass, native_class_of, native_frame
+from gilprof.sampling.blocked import BlockedEvidence
 from gilprof.sampling.threadstate import layout as lay
 from gilprof.sampling.threadstate.elf import ElfError, read_symbols
 from gilprof.sampling.threadstate.reader import SYSCALL_FILE, Recording, StateReader
@@ -264,6 +265,7 @@ def test_a_thread_blocked_in_the_same_call_keeps_its_stack_without_a_read() -> N
         cond_check=True,
         locator=None,
         _blocked_at={},
+        evidence=BlockedEvidence(0, None, False, "/no/interpreter"),
     )
     sleep = b"230 0x1 0x0 0x7ffd0 0x0 0x0 0x0 0x7ffc8 0x7f00\n"
     other = b"230 0x1 0x0 0x7ffe0 0x0 0x0 0x0 0x7ffd8 0x7f00\n"

@@ -204,6 +204,7 @@ class _Interpreter:
     pid = 0
     gil = GIL
     located = _Located()
+    memory = None  # no stack to scan behind a blocked call
 
     def __init__(self) -> None:
         from gilprof.sampling.threadstate.target import PythonThread

@@ -57,7 +57,8 @@ def open_reader(
         except StatesUnavailable as exc:
             return None, str(exc)
         rules = NativeRules.with_recipe(settings.native_rules)
-        return reader, reader.locate_native(rules)
+        notes = (reader.locate_native(rules), reader.evidence.watch_wakeups())
+        return reader, "; ".join(note for note in notes if note)
 
 
 class ReaderThread:

@@ -62,7 +62,7 @@ GIL_WOKEN_FRAME = native_frame(NativeClass.GIL, "woken from the GIL's wait, not 
 HAND_OFF_FRAME = native_frame(NativeClass.GIL, "the GIL's hand-off, preempted in it")
 
 
-class _Mappings:
+class Mappings:
     """/proc/PID/maps as sorted (start, end, file offset, path)."""
 
     def __init__(self, pid: int) -> None:
@@ -109,8 +109,8 @@ class NativeLocator:
         self.interpreter_path = interpreter_path
         self.rules = rules
         self.sampler = CpuSampler(period_ns)
-        self._maps = _Mappings(pid)
-        self._symbols = SymbolTables(pid)
+        self.maps = Mappings(pid)
+        self.symbols = SymbolTables(pid)
         self._times: dict[int, list[int]] = {}
         self._samples: dict[int, list[CpuSample]] = {}
         # each thread's context switches: times, and SWITCH_IN / _PREEMPTED / _BLOCKED
@@ -128,9 +128,9 @@ class NativeLocator:
     def interpreter_note(self) -> str:
         """'' where the interpreter's symbols name take_gil; else one line on what that
         costs: its native time is all counted as the GIL's hand-off (interpreter_class)."""
-        self._maps.refresh(time.monotonic_ns())
+        self.maps.refresh(time.monotonic_ns())
         path = self.interpreter_path
-        table = self._symbols.load_now(path, self._maps.files.get(path))
+        table = self.symbols.load_now(path, self.maps.files.get(path))
         if table is not None and table.has("take_gil"):
             return ""
         return (
@@ -322,7 +322,7 @@ class NativeLocator:
         if cls is not None and not sample.in_kernel and not self._passes(path):
             return place, cls
         for address in sample.callers()[:MAX_CALLER_WORDS]:
-            if self._maps.find(address) is None:
+            if self.maps.find(address) is None:
                 continue
             caller, caller_path, caller_function = self._where(address, at_ns)
             caller_cls = self._class_of(caller_path, caller_function)
@@ -380,21 +380,21 @@ class NativeLocator:
 
     def _in_interpreter(self, sample: CpuSample) -> bool:
         ip = sample.user_ip()
-        row = self._maps.find(ip) if ip is not None else None
+        row = self.maps.find(ip) if ip is not None else None
         return row is not None and row[3] == self.interpreter_path
 
     def _where(self, ip: int, now_ns: int) -> tuple[str, str, str | None]:
         """(place for the frame: file name and function, the mapped path, the function)."""
-        row = self._maps.find(ip)
+        row = self.maps.find(ip)
         if row is None:
-            self._maps.refresh(now_ns)
-            row = self._maps.find(ip)
+            self.maps.refresh(now_ns)
+            row = self.maps.find(ip)
             if row is None:
                 return "[unmapped]", "[unmapped]", None
         low, _high, offset, path = row
         library = os.path.basename(path) if path.startswith("/") else path
         symbol = (
-            self._symbols.name(path, ip - low + offset, self._maps.files.get(path))
+            self.symbols.name(path, ip - low + offset, self.maps.files.get(path))
             if path.startswith("/")
             else None
         )

@@ -165,6 +165,25 @@ class _Libc:
         return cls._lib
 
 
+def ring_data(buffer: mmap.mmap, pages: int) -> tuple[bytes, int, int]:
+    """What the kernel wrote to a perf ring buffer of `pages` data pages since the last
+    release: (the bytes, its head, its tail); release with ring_release(buffer, head)."""
+    head = int.from_bytes(buffer[_DATA_HEAD : _DATA_HEAD + 8], "little")
+    tail = int.from_bytes(buffer[_DATA_TAIL : _DATA_TAIL + 8], "little")
+    if head == tail:
+        return b"", head, tail
+    size = pages * mmap.PAGESIZE
+    base = mmap.PAGESIZE
+    start, end = tail % size, head % size
+    if head - tail >= size or end <= start:  # wrapped: copy both pieces
+        return buffer[base + start : base + size] + buffer[base : base + end], head, tail
+    return buffer[base + start : base + end], head, tail
+
+
+def ring_release(buffer: mmap.mmap, head: int) -> None:
+    buffer[_DATA_TAIL : _DATA_TAIL + 8] = head.to_bytes(8, "little")
+
+
 class ThreadEvent:
     """One thread's cpu-clock event and its ring buffer."""
 
@@ -216,18 +235,9 @@ class ThreadEvent:
         """Append each sample written since the last drain, and each context switch of the
         thread as (time_ns, SWITCH_IN / SWITCH_PREEMPTED / SWITCH_BLOCKED); free their
         space."""
-        buffer = self._buffer
-        head = int.from_bytes(buffer[_DATA_HEAD : _DATA_HEAD + 8], "little")
-        tail = int.from_bytes(buffer[_DATA_TAIL : _DATA_TAIL + 8], "little")
+        data, head, tail = ring_data(self._buffer, DATA_PAGES)
         if head == tail:
             return
-        size = DATA_PAGES * mmap.PAGESIZE
-        base = mmap.PAGESIZE
-        start, end = tail % size, head % size
-        if head - tail >= size or end <= start:  # wrapped: copy both pieces
-            data = buffer[base + start : base + size] + buffer[base : base + end]
-        else:
-            data = buffer[base + start : base + end]
         limit = min(len(data), head - tail)
         offset = 0
         view = memoryview(data)
@@ -253,7 +263,7 @@ class ThreadEvent:
                 else:
                     switches.append((time_ns, SWITCH_BLOCKED))
             offset += length
-        buffer[_DATA_TAIL : _DATA_TAIL + 8] = head.to_bytes(8, "little")
+        ring_release(self._buffer, head)
 
     def close(self) -> None:
         with contextlib.suppress(AttributeError, BufferError):

@@ -35,9 +35,10 @@ from gilprof.native_classes import (
     native_class_of,
     native_frame,
 )
+from gilprof.sampling.blocked import BlockedEvidence
 from gilprof.sampling.native.locator import NativeLocator
 from gilprof.sampling.native.perf import PerfRefused
-from gilprof.sampling.threadstate.arch import X86_64, Arch
+from gilprof.sampling.threadstate.arch import AARCH64, X86_64, Arch
 from gilprof.sampling.threadstate.syscalls import (
     GIL_SWITCH_WAIT,
     GIL_WAIT,
@@ -117,6 +118,10 @@ class StateReader:
         self.locator: NativeLocator | None = None
         self.native_note = ""  # how native time is placed, or why it is not
         self._unplaced = native_frame(NativeClass.UNPLACED, "unplaced (not located)")
+        # why a blocked thread waits: its native caller, descriptors, waker (sampling.blocked)
+        self.evidence = BlockedEvidence(
+            interpreter.pid, interpreter.memory, self.arch is AARCH64, interpreter.located.path
+        )
 
     def locate_native(self, rules: NativeRules) -> str:
         """Start placing native readings; '' or, when the kernel refuses, one line why."""
@@ -133,6 +138,7 @@ class StateReader:
             )
             return self.native_note
         self.locator = locator
+        self.evidence.callers.share(locator.maps, locator.symbols)
         stripped = locator.interpreter_note()
         self.native_note = f"{stripped}; {rules.describe()}" if stripped else rules.describe()
         return ""
@@ -144,6 +150,7 @@ class StateReader:
     def close(self) -> None:
         if self.locator is not None:
             self.locator.close()
+        self.evidence.close()
         self.files.close()
         self.interpreter.memory.close()
 
@@ -158,6 +165,7 @@ class StateReader:
             return  # the list was being changed: keep the last one
         self._threads_at = now
         self.files.keep_only(set(self.threads))
+        self.evidence.follow(set(self.threads))
         if self.locator is not None:
             # a thread that cannot be followed reads unplaced: it has no samples
             with contextlib.suppress(PerfRefused):
@@ -220,6 +228,8 @@ class StateReader:
         """Each Python thread's (state, stack) now, keyed by the id py-spy's output gives
         it (PythonThread.profile_id), and so the profile's."""
         self._refresh_threads(now)
+        self.evidence.drain()
+        now_ns = int(now * 1e9)
         interpreter = self.interpreter
         try:
             locked, holder, in_cond_wait = interpreter.gil_state()
@@ -284,10 +294,15 @@ class StateReader:
                     frames = interpreter.stack(thread.tstate)
                 except MemoryReadError:
                     frames = ()  # the stack changed under the read: the state still counts
-                if state is ThreadState.IDLE:  # where it waits: a device wait, a sleep, I/O
+                if state is ThreadState.IDLE:  # where it waits, and the evidence of why
                     frames += _idle_frames(activity)
+                    frames += self.evidence.frames(activity.syscall, texts[tid], now_ns)
             if activity.kind != RUNNING and frames:
                 blocked[tid] = (texts[tid], frames)
+            if state is ThreadState.IDLE:  # who ended its last wait here (not cached)
+                waker = self.evidence.blocked_at(tid, texts[tid], now_ns)
+                if waker is not None:
+                    frames += (waker,)
             readings[thread.profile_id] = (state, frames)
             if state is ThreadState.NATIVE:
                 self._native_tids[thread.profile_id] = (tid, self._blocked_at.get(tid))
