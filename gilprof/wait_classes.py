@@ -98,13 +98,13 @@ def evidence_frame(kind: str, tag: str, text: str) -> Frame:
     return Frame(text, f"{BLOCKED_PREFIX}{kind}{':' + tag if tag else ''}]", 0)
 
 
-def native_caller_frame(library: str, symbol: str, interpreter: bool = False) -> Frame:
+def native_caller_frame(library: str, symbol: str, tag: str = "") -> Frame:
     """The native code that made a blocking call: its library's file name and symbol (or
-    its offset in hex where the library names none); `interpreter`: the file the reader
-    found the interpreter's runtime in (an identity: a Python-level lock or sleep)."""
-    return evidence_frame(
-        NATIVE_CALLER, INTERPRETER_TAG if interpreter else "", f"{library} {symbol}"
-    )
+    its offset in hex where the library names none). `tag`: INTERPRETER_TAG for the file
+    the reader found the interpreter's runtime in (an identity: a Python-level lock or
+    sleep), or the class the sampling run's library rules (a recipe's [native]) gave it:
+    NativeClass.DEVICE or PEERS's value."""
+    return evidence_frame(NATIVE_CALLER, tag, f"{library} {symbol}")
 
 
 def waker_frame(tag: str, text: str, tid: int = 0) -> Frame:
@@ -178,8 +178,15 @@ def _python_frames(frames: Sequence[Frame]) -> list[Frame]:
     return [f for f in frames if f.is_python and not is_evidence(f)]
 
 
+# The standard library's waiting machinery: where a thread blocks is shown as the code that
+# called it (the `requests.get()` line, not Condition.wait). Display only: no class is decided
+# by these names.
+_WAIT_MACHINERY = frozenset({"threading.py", "queue.py", "selectors.py", "socket.py"})
+
+
 def _where(py: Sequence[Frame]) -> str:
-    for frame in reversed(py):
+    outside = [f for f in py if f.basename not in _WAIT_MACHINERY]
+    for frame in reversed(outside or py):
         if frame.name:
             return f"{frame.name} ({frame.basename}:{frame.line})" if frame.line else frame.name
     return ""
@@ -189,6 +196,11 @@ def _is_peer_symbol(symbol: str) -> bool:
     return any(symbol.startswith(p) for p in PEER_SYMBOL_PREFIXES)
 
 
+# a native caller frame's tag: the class the sampling run's rules gave its library
+_RULE_TAGS = {
+    NativeClass.DEVICE.value: NativeClass.DEVICE,
+    NativeClass.PEERS.value: NativeClass.PEERS,
+}
 _FD_CLASSES = {
     FD_DEVICE: WaitClass.DEVICE,
     FD_SOCKET_RANK: WaitClass.PEERS,
@@ -252,7 +264,7 @@ def classify_blocked(
         if caller.tag == INTERPRETER_TAG:
             break
         lib, _, sym = caller.text.partition(" ")
-        cls = rules.native.library_class(lib)
+        cls = _RULE_TAGS.get(caller.tag) or rules.native.library_class(lib)
         if cls is NativeClass.DEVICE:
             return reason(WaitClass.DEVICE, f"{lib} {sym} ({syscall})")
         if cls is NativeClass.PEERS or _is_peer_symbol(sym):

@@ -165,8 +165,9 @@ def _decide_states(loop: LoopTime, name: str, native_note: str) -> tuple[str, st
         parts.append(f"waiting for peers {_pct(peers.value)} ({_ci(peers)})")
     if unplaced.value:
         parts.append(f"native, not placed {_pct(unplaced.value)}")
-    if loop.other_wait:
-        parts.append(f"other waits (I/O, unclassified) {_pct(loop.other_wait)}")
+    for blocked in loop.blocked_by_class:  # each other blocked class, from its evidence
+        if blocked.cls not in (DEVICE, PEERS) and blocked.share.value >= 0.005:
+            parts.append(f"{WaitClass(blocked.cls).words} {_pct(blocked.share.value)}")
     head = f"{name}: " + "; ".join(parts)
     # Native time that could not be placed may be a device or peer wait: it counts
     # against every host verdict, never for one.

@@ -112,7 +112,7 @@ def test_undetermined_when_the_interval_straddles_a_threshold():
 def test_io_waits_are_not_device_waits():
     v = _judge(_contention([40] * 6, [0] * 6))  # 60% in select(): neither busy nor the device
     assert v.bound == UNDETERMINED and v.device_wait_share == 0.0
-    assert "other waits (I/O, unclassified) 60%" in v.reason
+    assert "blocked, unexplained 60%" in v.reason
 
 
 def test_gil_mode_proves_host_bound_only_from_a_held_share_near_one():

@@ -17,6 +17,7 @@ import contextlib
 import os
 
 from gilprof.model import Frame
+from gilprof.native_classes import NativeClass, NativeRules
 from gilprof.sampling.blocked.caller import CallerChain
 from gilprof.sampling.blocked.descriptors import Descriptors, descriptor_numbers
 from gilprof.sampling.blocked.relation import JobRelations
@@ -25,6 +26,7 @@ from gilprof.sampling.native.wakeups import WakeupTracer
 from gilprof.sampling.threadstate.memory import TargetMemory
 from gilprof.wait_classes import (
     FD,
+    INTERPRETER_TAG,
     WAKER_LAUNCHER,
     WAKER_PROCESS,
     WAKER_RANK,
@@ -61,6 +63,7 @@ class BlockedEvidence:
         self.callers = CallerChain(pid, memory, aarch64, interpreter_path)
         self.descriptors = Descriptors(pid, self.relations)
         self.tracer: WakeupTracer | None = None
+        self.rules = NativeRules()  # the sampling run's (a recipe's [native] first)
         self.wakers_note = ""
         self._read_at: dict[int, tuple[int, tuple[int, int]]] = {}  # tid -> (ns, site)
         self._wakers: dict[tuple[int, tuple[int, int]], Frame] = {}
@@ -86,7 +89,10 @@ class BlockedEvidence:
         _number, args, sp, _pc = parsed
         out: list[Frame] = []
         for library, symbol, interpreter in self.callers.callers(sp, now_ns):
-            out.append(native_caller_frame(library, symbol, interpreter))
+            cls = self.rules.library_class(library)
+            tagged = cls in (NativeClass.DEVICE, NativeClass.PEERS)
+            tag = INTERPRETER_TAG if interpreter else (cls.value if tagged else "")
+            out.append(native_caller_frame(library, symbol, tag))
         for fd in descriptor_numbers(syscall, args, self.pid, self.memory):
             described = self.descriptors.describe(fd)
             if described is not None:

@@ -125,6 +125,7 @@ class StateReader:
 
     def locate_native(self, rules: NativeRules) -> str:
         """Start placing native readings; '' or, when the kernel refuses, one line why."""
+        self.evidence.rules = rules
         locator = NativeLocator(self.interpreter.pid, self.interpreter.located.path, rules)
         self._refresh_threads(time.monotonic())
         try:
