@@ -5,13 +5,28 @@ waker of the thread's last wait that ended at the same call site, and the first 
 site names none. A reading of the same thread at the same site (the same stack and the same
 evidence but the waker) is that site's wait: it takes the waker its site's other readings
 name most (by time). The waker's thread is named by the profile's thread names.
+
+A wait ended by another thread of the process (a lock, a condition, a queue) waits for what
+that thread waits for where the waker itself mostly waits for the device or for peers
+(a loop that waits on an Event its device thread sets once the device is done): the
+reading takes the waker's class, with both in its evidence. One hop only.
 """
 
 from __future__ import annotations
 
 from gilprof.model import Frame, ThreadState
 from gilprof.profile import Profile
-from gilprof.wait_classes import WAKER, Reason, WaitRules, classify_blocked, evidence_of
+from gilprof.wait_classes import (
+    WAKER,
+    Reason,
+    WaitClass,
+    WaitRules,
+    classify_blocked,
+    evidence_of,
+)
+
+CHAIN_SHARE = 0.5  # a waker that waits this share of its blocked time for the device or peers
+_CHAINED = (WaitClass.THREAD, WaitClass.INPUT)
 
 
 def _is_waker(frame: Frame) -> bool:
@@ -43,4 +58,33 @@ def blocked_reasons(profile: Profile, rules: WaitRules) -> dict[int, Reason]:
                 waker = max(seen, key=lambda f: seen[f])
         frames = site + ((waker,) if waker is not None else ())
         out[index] = classify_blocked(frames, ThreadState.IDLE, rules, names)
+    return _follow_wakers(out, idle, totals)
+
+
+def _follow_wakers(
+    reasons: dict[int, Reason],
+    idle: dict[int, tuple[int, tuple[Frame, ...], Frame | None]],
+    totals: dict[int, float],
+) -> dict[int, Reason]:
+    blocked: dict[int, dict[WaitClass, float]] = {}
+    for index, reason in reasons.items():
+        per = blocked.setdefault(idle[index][0], {})
+        per[reason.cls] = per.get(reason.cls, 0.0) + totals.get(index, 0.0)
+    waits: dict[int, WaitClass] = {}
+    for tid, per in blocked.items():
+        total = sum(per.values())
+        for cls in (WaitClass.DEVICE, WaitClass.PEERS):
+            if total and per.get(cls, 0.0) >= CHAIN_SHARE * total:
+                waits[tid] = cls
+    if not waits:
+        return reasons
+    out = dict(reasons)
+    for index, reason in reasons.items():
+        chained = waits.get(reason.waker_tid)
+        if chained and reason.cls in _CHAINED and reason.waker_tid != idle[index][0]:
+            words = chained.words.removeprefix("waiting ")
+            out[index] = Reason(
+                chained, f"{reason.evidence}, which mostly waits {words}", reason.waker_tid,
+                reason.where,
+            )  # fmt: skip
     return out

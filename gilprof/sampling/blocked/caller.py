@@ -39,7 +39,7 @@ def readable_symbol(symbol: str) -> str:
     """An Itanium-mangled C++ name's nested name ("_ZN4c10d4Work4waitE..." ->
     "c10d::Work::wait"); any other name as it is."""
     if symbol.startswith("_ZZN"):  # an entity local to a function: named by the function
-        symbol = symbol[1:]
+        symbol = "_" + symbol[2:]
     if not symbol.startswith("_ZN"):
         return symbol
     i = 3
