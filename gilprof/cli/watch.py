@@ -15,8 +15,11 @@ from gilprof.cli._options import (
     number_option,
     sampling_options,
 )
+from gilprof.cli._recipe import recipe_option
 from gilprof.cli._watch_console import WatchConsole, host_step_ms
+from gilprof.cli._watch_metrics import MetricsChoice, metrics_options, run_watch
 from gilprof.errors import UsageError
+from gilprof.recipes import Recipe
 from gilprof.sampling.discover import Selection, TargetQuery
 from gilprof.sampling.flight import RecorderOptions, WatchRequest, watch
 from gilprof.sampling.recorder import parse_seconds, parse_trigger, parse_until
@@ -43,6 +46,8 @@ from gilprof.sampling.recorder import parse_seconds, parse_trigger, parse_until
 @number_option("--max-captures", type=click.IntRange(min=1), metavar="N", help="Exit after N.")
 @click.option("--min-gap", default="10m", show_default=True, help="Triggers closer are ignored.")
 @keep_cmdline_option
+@metrics_options
+@recipe_option
 @click.option("-q", "--quiet", is_flag=True, help="No live status line.")
 def command(
     pid: int | None,
@@ -63,6 +68,11 @@ def command(
     max_captures: int | None,
     min_gap: str,
     keep_cmdline: bool,
+    ranks: str | None,
+    metrics: str | None,
+    metrics_window: str,
+    metrics_job: str | None,
+    recipe: Recipe | None,
     quiet: bool,
 ) -> None:
     """Record a rank for hours; write the last minutes when something happens.
@@ -84,6 +94,11 @@ def command(
     Examples:
       gilprof watch --rank 0 -o captures/ --steps-log rank0.log --trigger 'p50>1.5x'
       gilprof watch --pid 4242 -o captures/ --keep 10m --until 06:00 --max-captures 3
+      gilprof watch --ranks local -o captures/ --metrics 9464 --recipe disagg-gen-example
+
+    --ranks local records every rank of the job on this host and follows ranks that start,
+    restart or exit; --metrics serves what each rank's last --metrics-window read as
+    Prometheus series (docs/metrics.md lists them; --steps-log feeds rank 0's step times).
 
     A trigger within --min-gap of the last one is logged and ignored; the step trigger
     fires again only after the p50 fell back below its threshold. `gilprof report` on a
@@ -119,6 +134,8 @@ def command(
         wanted=TargetQuery(pid, rank, job, Selection(match, None, role, None)),
         keep_cmdline=keep_cmdline,
     )
-    code = watch(request, WatchConsole(live=not quiet and sys.stderr.isatty()))
+    console = WatchConsole(live=not quiet and sys.stderr.isatty())
+    metered = MetricsChoice(ranks, metrics, metrics_window, metrics_job, recipe)
+    code = run_watch(request, console, metered) if metered.wanted else watch(request, console)
     if code:
         click.get_current_context().exit(code)

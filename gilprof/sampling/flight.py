@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from gilprof.errors import EXIT_INTERRUPTED, GilprofError, TargetError
 from gilprof.model import SamplingInfo, Target
 from gilprof.sampling.backends import get_backend
-from gilprof.sampling.backends.base import Backend, NotReady, SamplerSettings
+from gilprof.sampling.backends.base import Backend, NotReady, SamplerSettings, WindowResult
 from gilprof.sampling.capture import make_target, prepare_folder, restore_signals
 from gilprof.sampling.discover import TargetQuery
 from gilprof.sampling.recorder import StepMonitor, StepThreshold, WindowRing, with_messages
@@ -53,6 +53,12 @@ class RecorderOptions:
     # a log line -> its host step time in ms, None for other lines (gilprof.steps parses;
     # the CLI passes it in, sampling does not import its sibling layer)
     host_ms_of: Callable[[str], float | None] | None = None
+    # live metrics (`watch --metrics`): each window, with the ring it went into and its
+    # ticks; each line of the followed log
+    on_window: Callable[[Target, WindowRing, WindowResult, float], None] | None = None
+    on_line: Callable[[Target, str], None] | None = None
+    # a capture's file names start with this (one recorder per rank in one folder)
+    prefix: str = ""
 
 
 @dataclass
@@ -82,14 +88,16 @@ class StepsFollower:
         self,
         path: str,
         host_ms_of: Callable[[str], float | None],
-        monitor: StepMonitor,
+        monitor: StepMonitor | None,
         events: deque[Trigger],
+        on_line: Callable[[str], None] | None = None,
     ) -> None:
         self.path = path
         self.monitor = monitor
         self.events = events
         self.listeners: list[list[str]] = []  # pending captures collecting the lines after
         self._host_ms_of = host_ms_of
+        self._on_line = on_line
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gilprof-steps", daemon=True)
 
@@ -137,6 +145,10 @@ class StepsFollower:
         for listener in self.listeners:
             if len(listener) < LINES_AFTER:
                 listener.append(line)
+        if self._on_line is not None:
+            self._on_line(line)
+        if self.monitor is None:
+            return
         fire = self.monitor.add(line, self._host_ms_of(line), now())
         if fire is not None:
             self.events.append(Trigger("steps", now(), fire.detail, fire.lines))
@@ -197,8 +209,15 @@ class FlightRecorder:
         """Sample until a run-ending trigger or --max-captures; the exit status."""
         follower = None
         log, host_ms_of = self.options.steps_log, self.options.host_ms_of
-        if log and host_ms_of is not None and self.monitor is not None:
-            follower = StepsFollower(log, host_ms_of, self.monitor, self.events)
+        on_line = self.options.on_line
+        if log and host_ms_of is not None and (self.monitor is not None or on_line is not None):
+            follower = StepsFollower(
+                log,
+                host_ms_of,
+                self.monitor,
+                self.events,
+                None if on_line is None else (lambda line: on_line(self.target, line)),
+            )
         with recorder_signals(self.events, self.stop):
             if follower is not None:
                 follower.start()
@@ -236,6 +255,8 @@ class FlightRecorder:
                     ticks, source = backend.ticks(result, settings)
                     ticks_sources.add(source)
                     self.ring.add(result, ticks)
+                    if options.on_window is not None:
+                        options.on_window(self.target, self.ring, result, ticks)
                     if result.target_exited or not target_alive(pid):
                         ending = Trigger("exited", now(), f"PID {pid} exited")
             if until is not None and now() >= until and ending is None:
@@ -291,7 +312,8 @@ class FlightRecorder:
         self.captures += 1
         stamp = trigger.wall.astimezone().strftime("%Y%m%d-%H%M%S")
         path = os.path.join(
-            self.options.folder, f"capture-{self.captures}-{trigger.kind}-{stamp}.json"
+            self.options.folder,
+            f"{self.options.prefix}capture-{self.captures}-{trigger.kind}-{stamp}.json",
         )
         end = now()
         windows = [w for w in self.ring.windows if w.t1 > trigger.at - self.options.keep_s]
