@@ -176,6 +176,8 @@ def merge(
             "now on a running thread that is not the holder counts as native, so waits for a "
             "core after a wake-up read as native"
         )
+    if recording.evidence_note:
+        result.messages.append(recording.evidence_note)
     t0, t1 = result.t0, result.t1
     spans = []
     for sample, start, end in recording.spans:

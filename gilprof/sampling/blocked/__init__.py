@@ -65,6 +65,7 @@ class BlockedEvidence:
         self.tracer: WakeupTracer | None = None
         self.rules = NativeRules()  # the sampling run's (a recipe's [native] first)
         self.wakers_note = ""
+        self._told = False
         self._read_at: dict[int, tuple[int, tuple[int, int]]] = {}  # tid -> (ns, site)
         self._wakers: dict[tuple[int, tuple[int, int]], Frame] = {}
         self._waker_words: dict[int, Frame] = {}
@@ -76,6 +77,14 @@ class BlockedEvidence:
         except PerfRefused as exc:
             self.wakers_note = f"{exc}; no wait names who ended it"
         return self.wakers_note
+
+    def new_note(self) -> str:
+        """Once: one line on evidence that could not be read (the target's descriptors)."""
+        why = self.descriptors.unreadable
+        if not why or self._told:
+            return ""
+        self._told = True
+        return f"{why}: no wait is classed by what it waits on"
 
     def follow(self, tids: set[int]) -> None:
         if self.tracer is not None:

@@ -81,6 +81,7 @@ class Recording:
     native_gil: int = 0  # native readings placed in the GIL's own code: counted as waiting
     t_first: float = 0.0
     t_last: float = 0.0
+    evidence_note: str = ""  # once per capture: evidence the kernel would not show
 
 
 Readings = dict[int, tuple[ThreadState, tuple[Frame, ...]]]  # profile id -> (state, stack)
@@ -219,6 +220,7 @@ class StateReader:
         for tid, (key, start) in runs.items():
             out.spans.append((_sample(tid, key), start, end))
         out.t_last = end
+        out.evidence_note = self.evidence.new_note()
         out.cpu_s = time.thread_time() - cpu0
         if self.cond_check and out.cond_mismatch > MAX_COND_MISMATCH * max(1, out.ticks):
             self.cond_check = False  # from the next window on: running means native
