@@ -173,7 +173,12 @@ _TARGET_KEYS = ("rank", "role", "match", "role_env", "parent_match", "threads")
 _SAMPLING_KEYS = ("mode", "rate", "duration", "native")
 _WATCH_KEYS = ("function", "file", "why", "fix")
 _STEPS_KEYS = ("log", "parser", "loop_thread", "device_wait", "input_wait")
-_GATE_KEYS = ("max_share", "max_utilization", "max_host_step_p50_ms", "max_regression")
+_GATE_KEYS: tuple[str, ...] = (
+    "max_share",
+    "max_utilization",
+    "max_host_step_p50_ms",
+    "max_regression",
+)
 _GATE_KEYS += ("max_wait", "max_blame")
 
 

@@ -168,6 +168,7 @@ class _ScriptedReader(StateReader):
         self.stop = threading.Event()
         self.cond_check = True
         self.locator = None
+        self.evidence = BlockedEvidence(0, None, False, "/no/interpreter")
         self._unplaced = native_frame(NativeClass.UNPLACED, "unplaced (not located)")
 
     def tick(self, now, out: Recording):
