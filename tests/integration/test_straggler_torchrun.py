@@ -53,7 +53,9 @@ def step_loop(rank, args):
     flag = torch.zeros(1)
     step = 0
     while True:
-        if rank == args.slow_rank:
+        if rank == args.slow_rank and args.slow_by == "work":
+            host_work(args.sleep_ms / 1000)  # the seed's shape: extra host work on one rank
+        elif rank == args.slow_rank:
             slow_down(args.sleep_ms / 1000)
         host_work(0.002)
         stop = rank == 0 and (time.monotonic() > deadline or os.path.exists(args.stop_file))
@@ -72,6 +74,7 @@ def main():
     p.add_argument("--slow-rank", type=int, required=True)
     p.add_argument("--sleep-ms", type=float, required=True)
     p.add_argument("--max-seconds", type=float, default=90.0)
+    p.add_argument("--slow-by", choices=("sleep", "work"), default="sleep")
     args = p.parse_args()
     dist.init_process_group("gloo")
     torch.set_num_threads(1)
@@ -99,7 +102,9 @@ def _period_ms(log: str, rank: int, start: float, end: float) -> float:
     return 1000 * (t1 - t0) / (s1 - s0)
 
 
-def _run(tmp_path: Path, nproc: int, slow_rank: int) -> tuple[dict, str, float]:
+def _run(
+    tmp_path: Path, nproc: int, slow_rank: int, slow_by: str = "sleep"
+) -> tuple[dict, str, float]:
     app, stop, log = tmp_path / "app.py", tmp_path / "stop", tmp_path / "job.log"
     app.write_text(APP)
     with log.open("wb") as out:
@@ -108,7 +113,7 @@ def _run(tmp_path: Path, nproc: int, slow_rank: int) -> tuple[dict, str, float]:
                 *torchrun(),
                 *("--standalone", "--nproc-per-node", str(nproc), str(app)),
                 *("--stop-file", str(stop), "--slow-rank", str(slow_rank)),
-                *("--sleep-ms", str(SLEEP_MS)),
+                *("--sleep-ms", str(SLEEP_MS), "--slow-by", slow_by),
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -172,3 +177,14 @@ def test_two_ranks_the_sleeping_rank_paces_the_all_reduce(tmp_path):
 def test_four_ranks_the_one_slow_rank_is_named(tmp_path):
     doc, table, period = _run(tmp_path, 4, 2)
     _check(doc, table, 2, period)
+
+
+def test_four_ranks_rank_0s_extra_host_work_paces_the_others(tmp_path):
+    """The seed's shape: rank 0 does 25 ms more Python per step than the others, which wait
+    for it in the collective; rank 0 is named, and its host Python is what paces them."""
+    doc, table, _period = _run(tmp_path, 4, 0, "work")
+    pacing = doc["pacing"]
+    print(pacing["sentence"], pacing["shorten"])
+    assert pacing["determined"] and pacing["rank"] == 0, pacing["sentence"]
+    assert pacing["component"] in ("held", "gil", "native", "running"), pacing["shorten"]
+    assert table.startswith("rank 0 paces the collective"), table[:400]
