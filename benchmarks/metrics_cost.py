@@ -16,6 +16,7 @@ variant's median minus the off variant's.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import socket
 import statistics
@@ -80,6 +81,7 @@ def phase(options: argparse.Namespace, log: Path, out: Path, every: float | None
     port = _free_port()
     argv = [sys.executable, "-m", "gilprof", "watch", "--ranks", "local", "-q", "-o", str(out)]
     argv += ["--recipe", "disagg-gen-example", "--steps-log", str(log)]
+    argv += ["--match", re.escape(str(log))]  # this benchmark's job only
     if every is not None:
         argv += ["--metrics", f"127.0.0.1:{port}"]
     watch = start_in_session(argv, env=child_env())

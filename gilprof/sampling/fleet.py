@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import psutil
+
 from gilprof.errors import GilprofError, TargetError
 from gilprof.model import Target
 from gilprof.sampling.backends import get_backend
@@ -34,6 +36,16 @@ from gilprof.sampling.flight import (
 from gilprof.sampling.session import target_alive
 
 RESCAN_S = 2.0
+# a rank younger than this is left to the next scan: its interpreter's thread states may not
+# be readable yet (and the states backend would fall back to gil mode for its whole run)
+MIN_AGE_S = 1.5
+
+
+def _old_enough(pid: int) -> bool:
+    try:
+        return time.time() - psutil.Process(pid).create_time() >= MIN_AGE_S
+    except psutil.Error:
+        return False
 
 
 @dataclass
@@ -124,6 +136,8 @@ class Fleet:
                 self.on_end(entry.target)
                 self.observer.message(f"rank {entry.target.rank} pid {pid} ended")
         for pid, info in found.items():
+            if not _old_enough(pid):  # its interpreter may not be readable yet: next scan
+                continue
             if pid not in self.running and (self.request.follow or not self.started):
                 self._start(info)
                 self.started += 1

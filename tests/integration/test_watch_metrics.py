@@ -9,6 +9,7 @@ every rank's capture complete."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import socket
@@ -91,7 +92,9 @@ def _job(spawn, tmp: Path, name: str, seconds: float):
     log = tmp / f"{name}.log"
     argv = [mpiexec, "-n", "4", sys.executable, str(SERVER), "--impl", "before"]
     argv += ["--duration", str(seconds), "--warmup", "1", "--log-file", str(log)]
-    return spawn(argv, env=repo_pythonpath(), start_new_session=True), log
+    output = open(tmp / f"{name}.out", "wb")  # noqa: SIM115 - the child owns it
+    job = spawn(argv, env=repo_pythonpath(), start_new_session=True, stdout=output, stderr=output)
+    return job, log
 
 
 def _rank0_pid(prom: Prom, job: str) -> str | None:
@@ -110,6 +113,8 @@ def test_prometheus_scrapes_the_watch_of_the_example_server(spawn, tmp_path):
             *("watch", "--ranks", "local", "-o", str(out), "-q", "--recipe"),
             *("disagg-gen-example", "--steps-log", str(log), "--keep", "10m"),
             *("--metrics", f"127.0.0.1:{metrics_port}", "--metrics-window", "10s"),
+            # only this test's jobs (their --log-file is under tmp_path): other jobs may run
+            *("--match", re.escape(str(tmp_path))),
         ),
         stderr=open(err, "wb"),  # noqa: SIM115 - the child owns it
     )
@@ -178,6 +183,10 @@ def test_prometheus_scrapes_the_watch_of_the_example_server(spawn, tmp_path):
     assert new, err.read_text()
     assert wait_for(lambda: not prom.query(f'gilprof_rank_up{{pid="{old_pid}"}}'), 10)
     assert not prom.query(f'gilprof_thread_held_ratio{{pid="{old_pid}"}}')
+    new_job = new[0]["metric"]["job"]
+    # every rank of the new job read (a window each) before the watch is stopped
+    sampled = f'gilprof_sampler_windows_total{{job="{new_job}"}} >= 1'
+    assert wait_for(lambda: len(prom.query(sampled)) == 4, 30), err.read_text()
 
     # SIGTERM: every rank's capture written whole, exit 143
     watch.send_signal(signal.SIGTERM)
