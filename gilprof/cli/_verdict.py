@@ -13,6 +13,7 @@ from gilprof.cli._options import packed, skip_warmup_option, steps_rank_option
 from gilprof.profile import Profile
 from gilprof.recipes import Recipe
 from gilprof.steps import DEFAULT_SKIP_WARMUP, RankSteps, rank_steps
+from gilprof.steps.summary import summarize_logs
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,18 @@ class VerdictChoice:
         """The step statistics in `log` of --steps-rank, else of the profile's rank, else 0."""
         rank = self.steps_rank if self.steps_rank is not None else (profile.target.rank or 0)
         return rank_steps(log, rank, self.skip_warmup)
+
+    def step_ms_by_rank(self, log: str, profiles: Sequence[Profile]) -> dict[int, float]:
+        """Each profiled rank's mean host step in `log` (its loop's period), for ms per step
+        side by side; a rank the log does not have is left out."""
+        report = summarize_logs([log], skip_warmup=self.skip_warmup)
+        out: dict[int, float] = {}
+        for profile in profiles:
+            rank = profile.target.rank if profile.target.rank is not None else 0
+            steps = report.rank(rank)
+            if steps is not None:
+                out[rank] = steps.host_step_ms.mean
+        return out
 
     def judge(
         self, profile: Profile, steps: RankSteps, recipe: Recipe | None, watch: Sequence[str]

@@ -95,9 +95,13 @@ def command(
     watched = watch_list(recipe, watch, defaults=not no_default_watch)
     if len(loaded_all) > 1:
         info("ranks", fmt)  # one clear line when a format has no several-rank form
-        if steps_log:
-            raise UsageError("--steps needs one profile (the rank whose log it is)")
-        emit("ranks", fmt, output, compare_ranks(loaded_all, top=top, watch=watched))
+        step_ms = verdict.step_ms_by_rank(steps_log, loaded_all) if steps_log else None
+        explicit = (recipe.watch_names() if recipe else ()) + tuple(watch)
+        comparison = compare_ranks(
+            loaded_all, top=top, watch=watched, explicit=explicit, step_ms=step_ms,
+            loop_thread=verdict.loop_thread,
+        )  # fmt: skip
+        emit("ranks", fmt, output, comparison)
         return
     loaded = loaded_all[0]
     info("report", fmt)
