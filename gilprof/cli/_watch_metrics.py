@@ -102,9 +102,11 @@ class MetricsHooks:
         self.board.forget(target.pid)
 
     def window(self, target: Target, ring: WindowRing, result: WindowResult, ticks: float) -> None:
-        profile: Profile = ring.snapshot(
-            result.t1 - self.board.window_s, result.t1, ring.profile.sampling
-        )
+        profile: Profile | None = None
+        if self.board.due(target.pid):  # copy the last minutes only for a new reading
+            profile = ring.snapshot(
+                result.t1 - self.board.window_s, result.t1, ring.profile.sampling
+            )
         expected = result.seconds * self.rate_hz
         self.board.window(target.pid, profile, ticks, expected, result.reader_cpu_s)
 

@@ -218,6 +218,7 @@ class _Rank:
     key: RankKey
     snap: RankSnapshot
     steps: deque[tuple[float, StepRecord]] = field(default_factory=deque)
+    read_at: float = -float("inf")  # monotonic clock of the last reading
 
 
 class MetricsBoard:
@@ -259,10 +260,22 @@ class MetricsBoard:
                 rank.snap, step_buckets=tuple(buckets), step_sum_s=rank.snap.step_sum_s + seconds
             )
 
+    def due(self, pid: int) -> bool:
+        """Whether the rank's reading is older than half a metrics window: a window between
+        readings only adds to the counters (reading costs more than the window did)."""
+        rank = self._ranks.get(str(pid))
+        return rank is not None and time.monotonic() - rank.read_at >= self.window_s / 2
+
     def window(
-        self, pid: int, profile: Profile, ticks: float, expected: float, reader_cpu_s: float
+        self,
+        pid: int,
+        profile: Profile | None,
+        ticks: float,
+        expected: float,
+        reader_cpu_s: float,
     ) -> None:
-        """A rank's last window(s) as a profile: read it, publish a new snapshot."""
+        """A rank's window: its counters; with `profile` (its last --metrics-window, when
+        `due`), a new reading. Then publish a new snapshot."""
         with self._lock:
             rank = self._ranks.get(str(pid))
             if rank is None:
@@ -272,7 +285,10 @@ class MetricsBoard:
                 rank.steps.popleft()
             records = [r for _, r in rank.steps]
         number = int(rank.key.rank) if rank.key.rank.isdigit() else 0
-        reading = rank_reading(profile, records, self.rules, number)
+        reading = rank.snap.reading
+        if profile is not None:
+            reading = rank_reading(profile, records, self.rules, number)
+            rank.read_at = time.monotonic()
         with self._lock:
             if str(pid) not in self._ranks:
                 return
