@@ -14,13 +14,14 @@ from dataclasses import dataclass, field, replace
 
 from gilprof.analysis.loop import native_class
 from gilprof.analysis.per_step import loop_costs
+from gilprof.analysis.reasons import blocked_reasons
 from gilprof.analysis.verdict import verdict
 from gilprof.errors import GilprofError
 from gilprof.model import Mode, ThreadState
 from gilprof.native_classes import NativeRules
 from gilprof.profile import Profile
 from gilprof.steps import StepRecord, summarize
-from gilprof.wait_classes import DEVICE_SYNC_FUNCTIONS, WaitRules, classify_blocked
+from gilprof.wait_classes import DEVICE_SYNC_FUNCTIONS, Reason, WaitClass, WaitRules
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,9 @@ class LiveRules:
     native: NativeRules = field(default_factory=NativeRules)
 
 
-def _category(profile: Profile, index: int, rules: LiveRules) -> tuple[str, str]:
+def _category(
+    profile: Profile, index: int, rules: LiveRules, reasons: dict[int, Reason]
+) -> tuple[str, str]:
     stack = profile.stacks[index]
     state = stack.state
     if state is ThreadState.NATIVE:
@@ -71,17 +74,16 @@ def _category(profile: Profile, index: int, rules: LiveRules) -> tuple[str, str]
             profile.stack_frames(index), profile.sampling.mode, rules.native
         ).value
     if state is ThreadState.IDLE:
-        names = tuple(dict.fromkeys(rules.device_wait + DEVICE_SYNC_FUNCTIONS))
-        reason = classify_blocked(
-            profile.stack_frames(index), state, WaitRules(rules.native, names)
-        )
-        return "blocked", reason.cls.value
+        reason = reasons.get(index)
+        return "blocked", (reason.cls.value if reason else WaitClass.UNEXPLAINED.value)
     return str(state.value), ""
 
 
 def thread_readings(profile: Profile, rules: LiveRules) -> tuple[ThreadReading, ...]:
     """Every thread's state shares over the profile's windows."""
     mode = profile.sampling.mode
+    names = tuple(dict.fromkeys(rules.device_wait + DEVICE_SYNC_FUNCTIONS))
+    reasons = blocked_reasons(profile, WaitRules(rules.native, names))  # as the verdict's
     per: dict[int, dict[tuple[str, str], float]] = {}
     cats: dict[int, tuple[str, str]] = {}
     ticks = 0.0
@@ -90,7 +92,7 @@ def thread_readings(profile: Profile, rules: LiveRules) -> tuple[ThreadReading, 
         for index, count in profile.state_weights(window).items():
             cat = cats.get(index)
             if cat is None:
-                cat = cats[index] = _category(profile, index, rules)
+                cat = cats[index] = _category(profile, index, rules, reasons)
             row = per.setdefault(profile.stacks[index].tid, {})
             row[cat] = row.get(cat, 0.0) + count
     out = []
