@@ -87,7 +87,8 @@ def command(
       gilprof attach --job $(pgrep -n mpiexec) --rank 3
       gilprof attach --rank 0 --role gen -d 20        # rank 0 of the generation instance
       gilprof attach --ranks all -d 20 -o prof/       # every local rank, one profile each
-      gilprof attach --rank 0 --mode contention -d 20  # who waits for the GIL, and for whom
+      gilprof attach --rank 0 -d 20 -o r0.json         # the default mode: GIL waits, blame and
+                                                       # why each thread blocks, never pausing it
       gilprof attach --rank 0 --backend austin --mode wall -d 20
     Launch a job and sample it (exits with the job's exit code):
       gilprof attach --rank 0 -o rank0.json -- mpiexec -n 4 python app.py

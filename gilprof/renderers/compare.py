@@ -378,8 +378,8 @@ def demo_summary(
         f"    gilprof compare {before_path} {after_path} --steps-before {logs[0]} "
         f"--steps-after {logs[1]}",
         f"    gilprof gate {after_path} --recipe disagg-gen-example   # the CI budgets",
-        "    gilprof attach --rank 0 --mode contention -d 20 -o c.json   # on your job: "
-        "who waits for whom",
+        "    gilprof attach --rank 0 -d 20 -o rank0.json   # on your job, never paused: who "
+        "waits for whom, and why each thread blocks",
         "",
     ]
     return "\n".join(lines)
