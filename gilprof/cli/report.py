@@ -43,6 +43,13 @@ from gilprof.renderers.report import ReportData
     help="GIL wait per thread and function, and the blame matrix (shown by default for "
     "profiles that recorded every thread's state: states and contention mode).",
 )
+@click.option(
+    "--notes",
+    "full_notes",
+    is_flag=True,
+    help="Print each NOTE whole, with the rules it quotes (the table shows each one's first "
+    "clause; JSON always has them whole).",
+)
 @watch_options
 @recipe_option
 @output_option
@@ -63,6 +70,7 @@ def command(
     no_default_watch: bool,
     recipe: Recipe | None,
     output: str | None,
+    full_notes: bool,
 ) -> None:
     """Attribute sampled GIL time to threads and functions, from a saved profile.
 
@@ -136,5 +144,6 @@ def command(
         savings=per_step.savings,
         what_if=per_step.what_if,
         wide=wide,
+        full_notes=full_notes,
     )
     emit("report", fmt, output, data)

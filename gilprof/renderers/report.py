@@ -13,12 +13,13 @@ from gilprof.analysis.attribution import Attribution, FunctionShare
 from gilprof.analysis.contention import Contention
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.per_step import LoopCosts
-from gilprof.analysis.verdict import BOUND_WORDS, Verdict
+from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.what_if import Prediction
 from gilprof.model import is_wrapper_frame
 from gilprof.profile import Profile
 from gilprof.renderers import per_step, register
 from gilprof.renderers._rich import pct, to_text
+from gilprof.renderers.verdict_lines import verdict_lines
 
 REPORT_SCHEMA = "gilprof.report/1"
 
@@ -40,6 +41,7 @@ class ReportData:
     savings: tuple[Prediction, ...] = ()
     what_if: Prediction | None = None
     wide: bool = False  # every column in a terminal table (markdown and html have all)
+    full_notes: bool = False  # report --notes: each NOTE whole (the rules it quotes too)
 
 
 def shown_functions(data: ReportData) -> list[FunctionShare]:
@@ -205,22 +207,10 @@ def render_json(data: ReportData, **_: Any) -> str:
     return json.dumps(out, indent=2) + "\n"
 
 
-def verdict_lines(v: Verdict | None) -> list[str]:
-    """The answer first: bound, step medians, why, and what would decide it."""
-    if v is None:
-        return []
-    device = "n/a" if v.device_step_p50_ms is None else f"{v.device_step_p50_ms:.1f} ms"
-    lines = [
-        f"VERDICT  {BOUND_WORDS.get(v.bound, v.bound)}: loop thread {v.thread}, host step "
-        f"p50 {v.host_step_p50_ms:.1f} ms, device step p50 {device}",
-        f"why      {v.reason}",
-        f"thread   {v.thread}: {v.loop.thread.chosen_by}",
-    ]
-    if v.gpu_note:
-        lines.append(f"gpu      {v.gpu_note}")
-    if v.command:
-        lines.append(f"decide   {v.command}")
-    return lines
+def _note(message: str, full: bool) -> str:
+    """A NOTE's first clause; the rules it quotes stay in JSON and behind --notes."""
+    head, _, rest = message.partition("; ")
+    return message if full or not rest or len(message) <= 100 else f"{head} [--notes: the rest]"
 
 
 def _hidden_note(data: ReportData) -> str:
@@ -233,7 +223,7 @@ def _hidden_note(data: ReportData) -> str:
     return f" [{'; '.join(parts)}]" if parts else ""
 
 
-def _header_lines(p: Profile, a: Attribution) -> list[str]:
+def _header_lines(p: Profile, a: Attribution, full_notes: bool = True) -> list[str]:
     t, s = p.target, p.sampling
     rank = "?" if t.rank is None else f"{t.rank} (from {t.rank_source})"
     lines = [
@@ -261,7 +251,7 @@ def _header_lines(p: Profile, a: Attribution) -> list[str]:
         lines.append(f"priority sampler ran {s.priority}")
     # What the sampler or gilprof learnt about this capture's accuracy (e.g. a sampler that
     # could not run at real-time priority reads short GIL bursts low under load).
-    lines.extend(f"NOTE     {message}" for message in s.messages)
+    lines.extend(f"NOTE     {_note(message, full_notes)}" for message in s.messages)
     warning = why_empty(p)
     if warning:
         lines.append(f"WARNING  {warning}")
@@ -283,7 +273,7 @@ def render_table(
     ]
     if data.costs is not None:  # ms per step leads: the unit a decision is made in
         out += per_step.tables(data.costs, data.savings, data.what_if, data.top, data.wide)
-    out += [Text(line) for line in _header_lines(p, a)]
+    out += [Text(line) for line in _header_lines(p, a, data.full_notes)]
     if gil_mode:
         out.append(
             Text(f"GIL utilization {pct(a.utilization)} of ticks had a GIL holder", style="bold")
