@@ -8,12 +8,14 @@ from dataclasses import dataclass
 
 import click
 
+from gilprof.analysis.blocking import Blocking, blocking_of
 from gilprof.analysis.verdict import Verdict, verdict
 from gilprof.cli._options import packed, skip_warmup_option, steps_rank_option
 from gilprof.profile import Profile
 from gilprof.recipes import Recipe
 from gilprof.steps import DEFAULT_SKIP_WARMUP, RankSteps, rank_steps
 from gilprof.steps.summary import summarize_logs
+from gilprof.wait_classes import DEVICE_SYNC_FUNCTIONS, WaitRules
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,22 @@ class VerdictChoice:
             if steps is not None:
                 out[rank] = steps.host_step_ms.mean
         return out
+
+    def wait_rules(self, recipe: Recipe | None) -> WaitRules:
+        """The rules the verdict classes blocked time by: the built-in ones, --device-wait
+        and the recipe's [steps] device_wait and input_wait."""
+        spec = recipe.steps if recipe else None
+        names = DEVICE_SYNC_FUNCTIONS + self.device_wait + (spec.device_wait if spec else ())
+        return WaitRules(
+            device_wait=tuple(dict.fromkeys(names)), input_wait=spec.input_wait if spec else ()
+        )
+
+    def blocking(self, profile: Profile, recipe: Recipe | None, judged: Verdict | None) -> Blocking:
+        """Where every thread blocks, by the verdict's classes; in ms per step with --steps."""
+        if judged is None:
+            return blocking_of(profile, self.wait_rules(recipe))
+        step_ms, loop = judged.host_step_p50_ms, judged.loop.thread.tid
+        return blocking_of(profile, self.wait_rules(recipe), step_ms, first_tid=loop)
 
     def judge(
         self, profile: Profile, steps: RankSteps, recipe: Recipe | None, watch: Sequence[str]
@@ -76,8 +94,9 @@ verdict_options = packed(
         "--device-wait",
         multiple=True,
         metavar="FUNC",
-        help="Also count time in FUNC as waiting for the device (repeatable; "
-        "synchronize, Event.wait and Condition.wait always count).",
+        help="Also count time in FUNC as waiting for the device (repeatable; CUDA "
+        "synchronize calls always count; Condition.wait and Event.wait do not, as they wait "
+        "for whatever sets them).",
     ),
 )
 """--steps-rank, --skip-warmup, --loop-thread, --device-wait, given to the command as

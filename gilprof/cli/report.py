@@ -145,5 +145,6 @@ def command(
         what_if=per_step.what_if,
         wide=wide,
         full_notes=full_notes,
+        blocking=verdict.blocking(loaded, recipe, per_step.verdict),
     )
     emit("report", fmt, output, data)

@@ -21,7 +21,7 @@ from gilprof.analysis.compare import (
 from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.waits import WaitComparison
 from gilprof.profile import Profile
-from gilprof.renderers import register
+from gilprof.renderers import compare_classes, register
 from gilprof.renderers._rich import console_width, to_text
 from gilprof.renderers.compare_cells import (
     difference_json,
@@ -80,6 +80,7 @@ def _steps_dict(s: StepsChange, verdicts: Verdicts) -> dict[str, Any]:
         "verdict_after": verdicts[1].to_json() if verdicts[1] else None,
         "device_host_ratio_before": s.ratio_before,
         "device_host_ratio_after": s.ratio_after,
+        "step_split": [c.to_json() for c in compare_classes.part_changes(*verdicts)],
     }
 
 
@@ -171,6 +172,8 @@ def render_table(
             "host step p90", f"{s.host_p90_before:.1f}", f"{s.host_p90_after:.1f}", "", "", ""
         )
         out += [table, Text(steps_verdict_line(s, verdicts))]
+        by_class = compare_classes.table(compare_classes.part_changes(*verdicts))
+        out += [by_class] if by_class is not None else []
     if waits is not None:
         out += waits_tables(waits, c.costs is not None, **layout)
     headline = unit_label(c)
@@ -240,6 +243,7 @@ def render_markdown(view: CompareView, **_: Any) -> str:
         if s.device_p50:
             lines.append("| device step p50 | " + " | ".join(ms_cells(s.device_p50)) + " |")
         lines += ["", *[f"- {line}" for line in steps_verdict_line(s, verdicts).splitlines()], ""]
+        lines += compare_classes.markdown(compare_classes.part_changes(*verdicts))
     rows = ([c.utilization] if c.utilization else []) + list(c.watch)
     lines += ["**GIL and watched functions**", "", *_md_rows(rows), ""]
     lines += ["**Threads**", "", *_md_rows(list(c.threads)), ""]

@@ -84,7 +84,7 @@ def _add_stack(
     return path
 
 
-def _seconds_per_tick(profile: Profile) -> float:
+def seconds_per_tick(profile: Profile) -> float:
     s = profile.sampling
     if s.ticks > 0:
         return s.duration_s / s.ticks
@@ -105,7 +105,7 @@ def held_flame(profile: Profile, tids: set[int] | None = None) -> Flame:
     title = (
         "GIL holders' stacks" if mode.knows_gil else f"sampled stacks ({mode} mode: no GIL state)"
     )
-    return Flame("held", root, profile.sampling.ticks, _seconds_per_tick(profile), title)
+    return Flame("held", root, profile.sampling.ticks, seconds_per_tick(profile), title)
 
 
 def wait_flame(profile: Profile) -> Flame:
@@ -127,7 +127,7 @@ def wait_flame(profile: Profile) -> Flame:
         "wait",
         root,
         profile.sampling.ticks,
-        _seconds_per_tick(profile),
+        seconds_per_tick(profile),
         "stacks of threads waiting for the GIL",
     )
 
@@ -202,7 +202,7 @@ def diff_flame(before: Profile, after: Profile, comparison: Comparison | None) -
         "diff",
         root,
         after.sampling.ticks,
-        _seconds_per_tick(after),
+        seconds_per_tick(after),
         "diff: widths after, colours where the interval excludes zero",
         ticks_before=before.sampling.ticks,
         significance=significance,

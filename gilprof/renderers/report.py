@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gilprof.analysis.attribution import Attribution, FunctionShare
+from gilprof.analysis.blocking import Blocking, step_parts
 from gilprof.analysis.contention import Contention
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.per_step import LoopCosts
@@ -17,7 +18,7 @@ from gilprof.analysis.verdict import Verdict
 from gilprof.analysis.what_if import Prediction
 from gilprof.model import is_wrapper_frame
 from gilprof.profile import Profile
-from gilprof.renderers import per_step, register
+from gilprof.renderers import blocking, per_step, register
 from gilprof.renderers._rich import pct, to_text
 from gilprof.renderers.verdict_lines import verdict_lines
 
@@ -42,6 +43,8 @@ class ReportData:
     what_if: Prediction | None = None
     wide: bool = False  # every column in a terminal table (markdown and html have all)
     full_notes: bool = False  # report --notes: each NOTE whole (the rules it quotes too)
+    # where every thread blocks, by the verdict's wait classes (states and contention mode)
+    blocking: Blocking | None = None
 
 
 def shown_functions(data: ReportData) -> list[FunctionShare]:
@@ -128,6 +131,16 @@ def report_dict(data: ReportData) -> dict[str, Any]:
             for w in a.watch
         ],
         **({"verdict": data.verdict.to_json()} if data.verdict is not None else {}),
+        **(
+            {"step_split": [part.to_json() for part in step_parts(data.verdict)]}
+            if data.verdict is not None
+            else {}
+        ),
+        **(
+            {"wait_reasons": [site.to_json() for site in data.blocking.sites]}
+            if data.blocking is not None and data.profile.sampling.mode.reads_states
+            else {}
+        ),
         **(
             {"per_step": per_step.costs_dict(data.costs, data.savings, data.what_if)}
             if data.costs is not None
@@ -294,6 +307,9 @@ def render_table(
     for t in a.threads:
         threads.add_row(t.name, str(t.tid), pct(t.share), f"{t.share * a.duration_s:.2f}")
     out.append(threads)
+    blocked = blocking.table(data.blocking.sites) if data.blocking else None
+    if blocked is not None:
+        out.append(blocked)
 
     if data.contention is not None:
         out += _contention_tables(data.contention)
@@ -402,6 +418,7 @@ def render_markdown(data: ReportData, **_: Any) -> str:
         "|---|---:|---:|",
     ]
     lines += [f"| {t.name} | {t.tid} | {pct(t.share)} |" for t in a.threads]
+    lines += blocking.markdown(data.blocking.sites) if data.blocking else []
     lines += [
         "",
         f"Functions by self share{_hidden_note(data)}",

@@ -3,8 +3,8 @@ would decide it."""
 
 from __future__ import annotations
 
+from gilprof.analysis.blocking import step_parts
 from gilprof.analysis.verdict import BOUND_WORDS, Verdict
-from gilprof.wait_classes import WaitClass
 
 
 def verdict_lines(v: Verdict | None) -> list[str]:
@@ -29,23 +29,6 @@ def verdict_lines(v: Verdict | None) -> list[str]:
 
 
 def step_split(v: Verdict) -> str:
-    """The loop's step in ms by where its time goes (the host step p50 split by the loop
-    thread's shares): host work, then each wait class, largest first."""
-    loop = v.loop
-    if loop.gil_wait is None or loop.device_wait is None:
-        return ""  # gil mode records the holder only
-    parts = [("host Python", loop.held), ("waiting for the GIL", loop.gil_wait)]
-    parts.append(("native (host)", loop.native or 0.0))
-    parts.append(("waiting for the device", loop.device_wait.value))
-    if loop.peer_wait is not None:
-        parts.append(("waiting for peers", loop.peer_wait.value))
-    if loop.unplaced is not None:
-        parts.append(("native, not placed", loop.unplaced.value))
-    parts += [
-        (WaitClass(b.cls).words, b.share.value)
-        for b in loop.blocked_by_class
-        if b.cls not in ("device", "peers")
-    ]
-    shown = sorted((p for p in parts if p[1] >= 0.005), key=lambda p: -p[1])
-    step = v.host_step_p50_ms
-    return ", ".join(f"{name} {share * step:.1f} ms ({share:.0%})" for name, share in shown)
+    """The loop's step in ms by where its time goes (gilprof.analysis.blocking.step_parts):
+    host work, then each wait class, largest first."""
+    return ", ".join(f"{p.words} {p.ms:.1f} ms ({p.share:.0%})" for p in step_parts(v))

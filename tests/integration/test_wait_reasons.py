@@ -17,7 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import WORKLOADS, assert_exits, gilprof_cmd, gilprof_stdout, require_tool, wait_for
+from .browser import dump_dom
+from .conftest import (
+    WORKLOADS,
+    assert_exits,
+    end_running,
+    gilprof_cmd,
+    gilprof_stdout,
+    require_tool,
+    wait_for,
+)
 from .test_torchrun import torchrun
 
 pytestmark = pytest.mark.integration
@@ -64,6 +73,7 @@ def _judge(
     report = gilprof_stdout(
         spawn, "report", str(out), "--steps", str(log), "--format", "json", *thread
     )
+    (tmp_path / f"{name}.report.json").write_text(report)
     verdict = json.loads(report)["verdict"]
     print(name, verdict["bound"], verdict["reason"])
     return verdict, err
@@ -83,22 +93,41 @@ def _loop(spawn, tmp_path: Path, shape: str, *args: str, seconds: float = SAMPLE
 def test_a_loop_starved_for_requests_waits_for_input_from_the_thread_that_feeds_it(spawn, tmp_path):
     target, pid, log = _loop(spawn, tmp_path, "queue")
     verdict, _err = _judge(spawn, tmp_path, pid, log)
-    assert target.wait(timeout=60) == 0
+    end_running(target)
     assert verdict["bound"] == "input", verdict["reason"]
     assert "a queue fed by thread 'ingress'" in verdict["reason"]
+    report = json.loads((tmp_path / "loop.report.json").read_text())
+    # the loop's split and "Where threads block" agree with the verdict, in ms per step
+    split = {p["part"]: p for p in report["step_split"]}
+    assert split["input"]["share"] > 0.5 and split["input"]["share"] + verdict["busy_share"] <= 1.01
+    step_ms = verdict["host_step_p50_ms"]
+    assert split["input"]["ms_per_step"] == pytest.approx(split["input"]["share"] * step_ms, 0.01)
+    rows = [r for r in report["wait_reasons"] if r["thread"] == "executor"]
+    assert rows and rows[0]["class"] == "input", rows
+    assert "ingress" in rows[0]["evidence"]
+    assert rows[0]["ms_per_step"] == pytest.approx(split["input"]["ms_per_step"], rel=0.25)
+    assert any(r["thread"] == "ingress" and r["class"] == "sleep" for r in report["wait_reasons"])
+    # the page's blocked-time flame graph, drawn by a real browser: thread, class, then code
+    page = tmp_path / "loop.html"
+    gilprof_stdout(
+        spawn, "report", str(tmp_path / "loop.json"), "--format", "html", "-o", str(page)
+    )
+    dom = dump_dom(page.as_uri(), tmp_path)
+    assert re.search(r'id="flame-blocked".*data-name="waiting for input"', dom, re.S), dom[-2000:]
+    assert 'id="blocking-section"' in dom
 
 
 def test_a_loop_that_sleeps_as_its_back_off_is_sleeping(spawn, tmp_path):
     target, pid, log = _loop(spawn, tmp_path, "sleep")
     verdict, _err = _judge(spawn, tmp_path, pid, log)
-    assert target.wait(timeout=60) == 0
+    end_running(target)
     assert verdict["bound"] == "sleep", verdict["reason"]
 
 
 def test_a_loop_reading_a_clients_socket_waits_for_input(spawn, tmp_path):
     target, pid, log = _loop(spawn, tmp_path, "socket")
     verdict, _err = _judge(spawn, tmp_path, pid, log)
-    assert target.wait(timeout=60) == 0
+    end_running(target)
     assert verdict["bound"] == "input", verdict["reason"]
     assert "TCP from process" in verdict["reason"]
 
@@ -119,7 +148,7 @@ def test_a_native_condition_wait_is_named_and_device_bound_only_where_declared(
         spawn, tmp_path, pid, log, "--recipe", str(recipe),
         name="declared",
     )  # fmt: skip
-    assert target.wait(timeout=60) == 0
+    end_running(target)
     assert plain["bound"] not in ("host", "device", "mixed"), plain["reason"]
     assert "libblockdev.so bd_sync" in plain["reason"]
     assert declared["bound"] == "device", declared["reason"]
@@ -132,7 +161,7 @@ def test_where_the_kernel_refuses_wake_ups_one_line_says_so_and_no_input_is_clai
     seen, so its queue wait is not called waiting for input."""
     target, pid, log = _loop(spawn, tmp_path, "queue")
     verdict, err = _judge(spawn, tmp_path, pid, log, prefix=(sys.executable, NO_PERF))
-    assert target.wait(timeout=60) == 0
+    end_running(target)
     said = [line for line in err.splitlines() if "who woke a thread is not read" in line]
     assert len(said) == 1, err
     assert verdict["bound"] == "undetermined", verdict["reason"]

@@ -6,10 +6,10 @@ from typing import Any
 
 from gilprof.analysis.contention import Contention, analyze
 from gilprof.analysis.ranks import RankComparison
-from gilprof.analysis.table import WindowTable, build_table
+from gilprof.analysis.table import WindowTable, build_table, thread_label
 from gilprof.model import Mode, ThreadState
 from gilprof.profile import Profile
-from gilprof.renderers import per_step, register
+from gilprof.renderers import blocking, per_step, register
 from gilprof.renderers.flamegraph import MIN_SHARE, flame_json, held_flame, wait_flame
 from gilprof.renderers.html import esc, page, pct, table
 from gilprof.renderers.report import ReportData, shown_functions, verdict_lines
@@ -341,6 +341,21 @@ def render_html(data: ReportData, **_: Any) -> str:
                     "Stacks of threads while they wait for the GIL; hover a frame to see who held the "
                     "GIL meanwhile.",
                     sorted({n.name for n in waiting.root.children.values()}),
+                )
+            )
+        if data.blocking is not None and data.blocking.sites:
+            body.append(blocking.html_section(data.blocking.sites, esc, table))
+            blocked = blocking.blocked_flame(
+                p, data.blocking.reasons, lambda tid: thread_label(p, tid)
+            )
+            flames["flame-blocked"] = flame_json(blocked)
+            body.append(
+                _flame_section(
+                    "flame-blocked",
+                    "Blocked time: why threads wait",
+                    "Stacks of threads while they are off their CPU, under the class of their "
+                    "wait; the call and its evidence are on top. Width: share of sampling ticks.",
+                    sorted({n.name for n in blocked.root.children.values()}),
                 )
             )
         if contention is not None and contention.blame:

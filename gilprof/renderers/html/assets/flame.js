@@ -65,6 +65,7 @@ GilprofFlame.prototype.color = function (n) {
     return sign > 0 ? "rgb(235," + Math.round(200 - 160 * k) + "," + Math.round(200 - 160 * k) + ")"
       : "rgb(" + Math.round(200 - 160 * k) + "," + Math.round(210 - 120 * k) + ",240)";
   }
+  if (kind === "blocked") return "hsl(" + Math.round(250 + 40 * r) + "," + Math.round(25 + 15 * r) + "%," + Math.round(66 + 10 * r) + "%)";
   if (kind === "wait") return "hsl(" + Math.round(195 + 35 * r) + "," + Math.round(55 + 20 * r) + "%," + Math.round(62 + 10 * r) + "%)";
   var native = n.file && !/\.(py|pyw|pyx)$/.test(n.file) && n.file.charAt(0) !== "<";
   if (native) return "hsl(" + Math.round(80 + 40 * r) + ",45%," + Math.round(58 + 10 * r) + "%)";
