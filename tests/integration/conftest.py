@@ -137,6 +137,15 @@ def kill_tree(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
+def end_running(proc: subprocess.Popen, what: str = "") -> None:
+    """A target whose capture is done: it must still be running (or have ended cleanly), and
+    is then killed with its children, rather than waited for to the end of its --duration
+    (what each test would spend idle; CI has 15 minutes in all)."""
+    code = proc.poll()
+    assert code in (None, 0), f"the target exited {code} during the capture {what}"[:4000]
+    kill_tree(proc)
+
+
 @pytest.fixture
 def spawn() -> Iterator:
     """Start processes that are killed, with all their descendants, when the test ends."""

@@ -21,6 +21,7 @@ import pytest
 from .conftest import (
     WORKLOADS,
     assert_exits,
+    end_running,
     gilprof_cmd,
     gilprof_stdout,
     require_mpi,
@@ -73,7 +74,7 @@ def _loop(spawn, tmp_path: Path, lib: Path, shape: str, *attach_args: str, prefi
     )
     assert_exits(run, timeout=SAMPLE_S + 60)
     attach_err = run.stderr.read().decode(errors="replace")
-    assert target.wait(timeout=60) == 0
+    end_running(target, err.read_text())
     report = gilprof_stdout(
         spawn,
         *("report", str(out), "--steps", str(log), "--loop-thread", "step-loop"),
@@ -166,7 +167,7 @@ def test_a_rank_waiting_for_a_slow_peer_reads_waiting_for_peers(spawn, tmp_path)
         ]
     )
     assert_exits(run, timeout=SAMPLE_S + 60)
-    assert job.wait(timeout=60) == 0
+    end_running(job)
     verdict = json.loads(
         gilprof_stdout(spawn, "report", str(out), "--steps", str(log), "--format", "json")
     )["verdict"]

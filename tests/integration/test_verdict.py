@@ -20,6 +20,7 @@ from .conftest import (
     WORKLOADS,
     assert_exits,
     attach,
+    end_running,
     gilprof_stdout,
     require_tool,
     wait_for,
@@ -65,7 +66,7 @@ def _sampled(
         spawn, int(match.group(1)), out, "--mode", mode, "-d", str(SAMPLE_S), "--window", "0.5"
     )
     assert_exits(run, timeout=SAMPLE_S + 60)
-    assert target.wait(timeout=60) == 0, err.read_text(errors="replace")
+    end_running(target, err.read_text(errors="replace"))
     steps = gilprof_stdout(spawn, "steps", str(log), "--skip-warmup", "3", "--format", "json")
     report = gilprof_stdout(
         spawn, "report", str(out), "--steps", str(log), "--format", "json", *report_args
