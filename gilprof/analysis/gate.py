@@ -32,9 +32,12 @@ class GateBudgets:
     # for the GIL; FUNC -> percent of wall any thread waited while a holder ran FUNC
     max_wait: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     max_blame: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # FUNC -> milliseconds per step of the loop (gate_per_step; needs an iteration log)
+    max_ms_per_step: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     def is_empty(self) -> bool:
-        return not (self.max_share or self.max_wait or self.max_blame) and all(
+        sets = (self.max_share, self.max_wait, self.max_blame, self.max_ms_per_step)
+        return not any(sets) and all(
             value is None
             for value in (self.max_utilization, self.max_host_step_p50_ms, self.max_regression)
         )
@@ -80,11 +83,13 @@ def merge_budgets(layers: list[GateBudgets]) -> GateBudgets:
     shares: dict[str, float] = {}
     waits: dict[str, float] = {}
     blame: dict[str, float] = {}
+    per_step: dict[str, float] = {}
     utilization = host_p50 = regression = None
     for layer in layers:
         shares.update(layer.max_share)
         waits.update(layer.max_wait)
         blame.update(layer.max_blame)
+        per_step.update(layer.max_ms_per_step)
         utilization = _pick(layer.max_utilization, utilization)
         host_p50 = _pick(layer.max_host_step_p50_ms, host_p50)
         regression = _pick(layer.max_regression, regression)
@@ -95,6 +100,7 @@ def merge_budgets(layers: list[GateBudgets]) -> GateBudgets:
         max_regression=regression,
         max_wait=dict(waits),
         max_blame=dict(blame),
+        max_ms_per_step=dict(per_step),
     )
 
 

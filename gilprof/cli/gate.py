@@ -82,6 +82,8 @@ def command(
       max_regression = 10
       [gate.max_share]
       safe_broadcast = 5
+      [gate.max_ms_per_step]   # with --steps
+      safe_broadcast = 15
 
     Every failed budget is printed with its measured value and limit. When
     GITHUB_STEP_SUMMARY is set, a markdown summary is appended to it.
@@ -95,8 +97,8 @@ def command(
     --max-ms-per-step FUNC=MS budgets a function's cost to the loop per iteration.
     """
     info("gate", fmt)  # an unknown format fails before any file is read
-    ms_budgets = parse_ms(max_ms_per_step)
-    if ms_budgets and not steps_log:
+    flag_ms = parse_ms(max_ms_per_step)
+    if flag_ms and not steps_log:
         raise UsageError("--max-ms-per-step needs --steps LOG: costs are per iteration")
     if junit:
         check_writable(junit)
@@ -110,9 +112,13 @@ def command(
             max_utilization=max_utilization,
             max_host_step_p50_ms=max_host_step_p50,
             max_regression=max_regression,
+            max_ms_per_step=flag_ms,
         ),
         has_baseline=baseline is not None,
     )
+    if budgets.max_ms_per_step and not steps_log:  # a file's or recipe's: flags need --steps
+        note = "the budget file's max_ms_per_step is not checked without --steps LOG"
+        budgets = replace(budgets, max_ms_per_step={})
     if note:
         click.echo(f"gilprof: note: {note}", err=True)
     if baseline is not None and budgets.max_regression is None:
@@ -131,9 +137,9 @@ def command(
     judged = None
     if steps is not None:
         judged = verdict.judge(loaded, steps, recipe, watch_list(recipe, tuple(budgets.max_share)))
-        if ms_budgets:
+        if budgets.max_ms_per_step:
             costs = loop_costs(loaded, judged.loop.thread.tid, steps, all_frames=True)
-            extra = tuple(per_step_results(costs, ms_budgets))
+            extra = tuple(per_step_results(costs, budgets.max_ms_per_step))
             result = replace(result, results=result.results + extra)
     click.echo(render("gate", fmt, result, verdict=judged), nl=False)
     if junit:

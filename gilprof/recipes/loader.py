@@ -179,7 +179,7 @@ _GATE_KEYS: tuple[str, ...] = (
     "max_host_step_p50_ms",
     "max_regression",
 )
-_GATE_KEYS += ("max_wait", "max_blame")
+_GATE_KEYS += ("max_wait", "max_blame", "max_ms_per_step")
 
 
 def _target(check: _Checker, raw: Any) -> TargetSpec:
@@ -286,28 +286,28 @@ def _start(check: _Checker, raw: Any) -> StartDefaults:
     )
 
 
-def _percent_table(check: _Checker, data: dict[str, Any], name: str, what: str) -> dict[str, float]:
-    """[gate.NAME] as {key: percent}; function keys must look like function names."""
+def _percent_table(check: _Checker, data: dict, name: str, what: str) -> MappingProxyType:
+    """[gate.NAME] as {key: percent, ms for max_ms_per_step}; function keys look like names."""
     out: dict[str, float] = {}
-    if name not in data:
-        return out
-    table = data[name]
+    unit, most = ("ms", None) if name == "max_ms_per_step" else ("percent", 100)
+    table = data.get(name, {})
     if not isinstance(table, dict):
-        raise check.expected(f"gate.{name}", f"a table of {what} = percent", table)
-    for item, percent in table.items():
+        raise check.expected(f"gate.{name}", f"a table of {what} = {unit}", table)
+    for item, limit in table.items():
         key = f"gate.{name}.{item}"
         if what == "function" and not FUNCTION_RE.match(item):
             raise check.expected(key, "a function name or qualname as the key", item)
-        out[item] = check.number(percent, key, at_least=0, at_most=100)
-    return out
+        out[item] = check.number(limit, key, at_least=0, at_most=most)
+    return MappingProxyType(out)
 
 
 def _gate(check: _Checker, raw: Any) -> GateBudgets:
     data = check.table(raw, "gate", _GATE_KEYS)
     return GateBudgets(
-        max_share=MappingProxyType(_percent_table(check, data, "max_share", "function")),
-        max_wait=MappingProxyType(_percent_table(check, data, "max_wait", "thread regex")),
-        max_blame=MappingProxyType(_percent_table(check, data, "max_blame", "function")),
+        max_share=_percent_table(check, data, "max_share", "function"),
+        max_wait=_percent_table(check, data, "max_wait", "thread regex"),
+        max_blame=_percent_table(check, data, "max_blame", "function"),
+        max_ms_per_step=_percent_table(check, data, "max_ms_per_step", "function"),
         max_utilization=check.number(
             data["max_utilization"], "gate.max_utilization", above=0, at_most=100
         )

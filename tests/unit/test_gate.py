@@ -229,3 +229,32 @@ def test_results_come_in_a_stable_order_and_all_are_reported():
     ]
     assert [r.passed for r in result.results] == [False, False, False, False, True]
     assert result.profile_label == "rank 0 pid 1234@host"
+
+
+def test_a_budget_file_carries_per_step_budgets(tmp_path):
+    from gilprof.analysis.gate import merge_budgets
+    from gilprof.recipes import parse_gate_budgets
+
+    text = "[gate]\nmax_utilization = 90\n[gate.max_ms_per_step]\nsafe_broadcast = 150.5\n"
+    budgets = parse_gate_budgets(text, "b.toml")
+    assert dict(budgets.max_ms_per_step) == {"safe_broadcast": 150.5}  # ms: no 100 cap
+    assert not Budgets(max_ms_per_step={"f": 1.0}).is_empty()
+    flags = Budgets(max_ms_per_step={"safe_broadcast": 9.0, "tokenize": 2.0})
+    merged = merge_budgets([budgets, flags])  # flags override the file budget by budget
+    assert dict(merged.max_ms_per_step) == {"safe_broadcast": 9.0, "tokenize": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("safe_broadcast = -1", "gate.max_ms_per_step.safe_broadcast"),
+        ('"not a name!" = 3', "a function name"),
+        ("safe_broadcast = true", "a number >= 0"),
+    ],
+)
+def test_bad_per_step_budgets_are_refused(table, message):
+    from gilprof.errors import InputError
+    from gilprof.recipes import parse_gate_budgets
+
+    with pytest.raises(InputError, match=message):
+        parse_gate_budgets(f"[gate.max_ms_per_step]\n{table}\n", "b.toml")
