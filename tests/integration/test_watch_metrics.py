@@ -2,9 +2,9 @@
 `prometheus`, on a loopback port, with a config this test writes) on the bundled example
 server (4 ranks, unfixed): the PromQL answers for rank 0's held share, loop split and
 verdict agree with `gilprof report` on the capture of the same seconds; rank 0 reads
-host-bound; a hung scraper and 50 concurrent scrapes leave sampling going; the job killed
-and started again shows under its new pids while the old series go stale; SIGTERM leaves
-every rank's capture complete."""
+host-bound; a hung scraper and 50 concurrent scrapes leave sampling going; a new job's rank 0
+shows under its new pid, and one rank killed and started again alone under its new pid,
+while the old series go stale; SIGTERM leaves every rank's capture complete."""
 
 from __future__ import annotations
 
@@ -102,6 +102,21 @@ def _rank0_pid(prom: Prom, job: str) -> str | None:
     return found[0]["metric"]["pid"] if found else None
 
 
+# a rank of its own (RANK set, no launcher): busy in Python, sleeping between bursts
+RANK_LOOP = "import time\nwhile True:\n    sum(range(20000))\n    time.sleep(0.002)\n"
+
+
+def _rank(spawn, script: Path, rank: int):
+    env = {**repo_pythonpath(), "RANK": str(rank), "WORLD_SIZE": "2"}
+    return spawn([sys.executable, str(script)], env=env, start_new_session=True)
+
+
+def _up(prom: Prom, rank: str) -> str | None:
+    """The one pid Prometheus shows rank `rank` up under (None for none or several)."""
+    found = prom.query(f'gilprof_rank_up{{rank="{rank}"}}')
+    return found[0]["metric"]["pid"] if len(found) == 1 else None
+
+
 @pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus package")
 def test_prometheus_scrapes_the_watch_of_the_example_server(spawn, tmp_path):
     start = time.monotonic()
@@ -172,29 +187,38 @@ def test_prometheus_scrapes_the_watch_of_the_example_server(spawn, tmp_path):
     profile = Profile.load(rank0[0])
     assert not profile.sampling.partial
 
-    # the job started again: rank 0 under a new pid; the old pid's series go stale
-    job_b, _ = _job(spawn, tmp_path, "server-b", 30)
-    new = wait_for(
-        lambda: [
-            r for r in prom.query('gilprof_rank_up{rank="0"}') if r["metric"]["pid"] != old_pid
-        ],
-        30,
-    )
+    # a new job of two ranks (rank variables, no launcher: each can be killed and restarted
+    # alone): rank 0 shows under its new pid and the old pid's series go stale
+    rank_script = tmp_path / "rank.py"
+    rank_script.write_text(RANK_LOOP)
+    ranks = {r: _rank(spawn, rank_script, r) for r in (0, 1)}
+    new = wait_for(lambda: _up(prom, "0") not in (None, old_pid), 30)
     assert new, err.read_text()
+    assert _up(prom, "0") == str(ranks[0].pid)
     assert wait_for(lambda: not prom.query(f'gilprof_rank_up{{pid="{old_pid}"}}'), 10)
     assert not prom.query(f'gilprof_thread_held_ratio{{pid="{old_pid}"}}')
-    new_job = new[0]["metric"]["job"]
-    # every rank of the new job read (a window each) before the watch is stopped
-    sampled = f'gilprof_sampler_windows_total{{job="{new_job}"}} >= 1'
-    assert wait_for(lambda: len(prom.query(sampled)) == 4, 30), err.read_text()
+
+    # rank 1 alone killed and started again: its new pid shows, its old series go stale, and
+    # rank 0 is recorded on under the same pid
+    first_1 = wait_for(lambda: _up(prom, "1"), 30)
+    assert first_1 == str(ranks[1].pid), err.read_text()
+    kill_tree(ranks[1])
+    ranks[1] = _rank(spawn, rank_script, 1)
+    assert wait_for(lambda: _up(prom, "1") == str(ranks[1].pid), 30), err.read_text()
+    assert not prom.query(f'gilprof_rank_up{{pid="{first_1}"}}')
+    assert not prom.query(f'gilprof_thread_held_ratio{{pid="{first_1}"}}')
+    assert _up(prom, "0") == str(ranks[0].pid)
+    # both ranks read (a window each) before the watch is stopped
+    pids = "|".join(str(p.pid) for p in ranks.values())
+    sampled = f'gilprof_sampler_windows_total{{pid=~"{pids}"}} >= 1'
+    assert wait_for(lambda: len(prom.query(sampled)) == 2, 30), err.read_text()
 
     # SIGTERM: every rank's capture written whole, exit 143
     watch.send_signal(signal.SIGTERM)
     assert watch.wait(timeout=60) == 143, err.read_text()
-    new_pid = new[0]["metric"]["pid"]
     captures = sorted(out.glob("rank*-capture-*-terminate-*.json"))
-    assert any(p.name.startswith(f"rank0-{new_pid}-") for p in captures), err.read_text()
+    names = {p.name.split("-capture-")[0] for p in captures}
+    assert {f"rank0-{ranks[0].pid}", f"rank1-{ranks[1].pid}"} <= names, err.read_text()
     for path in captures:
         assert Profile.load(path).windows
-    kill_tree(job_b)
     assert time.monotonic() - start < 150
