@@ -333,13 +333,18 @@ def run_phase(config: Config, rank0: int, seconds: float, workdir: Path) -> Phas
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    if code != 0 or watch.first is None or watch.last is None:
+    profile = Profile.load(output) if code == 0 else None
+    origin = profile.sampling.origin_monotonic if profile is not None else None
+    if profile is not None and origin is not None and profile.windows:
+        # the profile's windows on CLOCK_MONOTONIC (the default mode starts no py-spy)
+        watch.first = origin + profile.windows[0].t0
+        watch.last = origin + profile.windows[-1].t1
+    if profile is None or watch.first is None or watch.last is None:
         message = errors.read_text(errors="replace").strip().splitlines()
         raise BenchmarkError(
             f"`gilprof attach` ({config.label}) failed with exit code {code}: "
             f"{message[-1] if message else 'no output'}"
         )
-    profile = Profile.load(output)
     return Phase(
         config,
         watch.first,

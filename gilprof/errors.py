@@ -35,6 +35,14 @@ class PermissionDenied(GilprofError, exit_code=4):
     """The sampler may not read the target's memory."""
 
 
+def no_lines(option: str) -> str:
+    """The one line a line-number option gets on a profile whose stacks have no lines."""
+    return (
+        f"{option}: this profile's stacks come from the thread-state reader (the default "
+        "mode), which names functions, not the line running: capture with `attach --lines`"
+    )
+
+
 class SamplerError(GilprofError, exit_code=5):
     """The sampler binary is missing, too old, or failed in a way gilprof cannot retry."""
 

@@ -183,6 +183,18 @@ class SamplingInfo:
     # line that says which GPU, or why there is none (gilprof.sampling.gpu)
     gpu_busy: tuple[float, ...] = field(default=())
     gpu_note: str = ""
+    # where the holders' stacks (the function tables) come from: "sampler" (its own
+    # samples, with the line running) or "reader" (the thread-state reader's ticks, whose
+    # frames name functions at their first line: no line numbers)
+    stacks: str = "sampler"
+    # CLOCK_MONOTONIC seconds (system-wide on Linux: the clock of bpftrace's nsecs and of
+    # time.monotonic in any process) at which window 0 began: lines windows up with a
+    # kernel trace of the same seconds (None: not recorded, or the capture was killed)
+    origin_monotonic: float | None = None
+
+    @property
+    def has_lines(self) -> bool:
+        return self.stacks != "reader"
 
     def to_dict(self) -> dict[str, Any]:
         """The profile's `sampling` object."""

@@ -126,7 +126,7 @@ def boost(pid: int, nice: int) -> bool:
 class Sampled:
     report: dict[str, Any]  # `gilprof report --format json`
     record: dict[str, Any]  # what the target recorded
-    sampled: list[tuple[float, float]]  # lifetimes of the py-spy record processes
+    sampled: list[tuple[float, float]]  # the sampled windows (CLOCK_MONOTONIC)
     unsampled: list[tuple[float, float]]  # target running, no gilprof process
     load_before: float
     load_after: float
@@ -248,11 +248,19 @@ def _sample(
     )
     if report.returncode != 0:
         raise BenchmarkError(f"gilprof report failed: {report.stderr.decode().strip()[-300:]}")
-    sampled = watch.intervals()
+    loaded = Profile.load(output)
+    sampling = loaded.sampling
+    origin = sampling.origin_monotonic
+    # the profile's windows on CLOCK_MONOTONIC where it records them (the default mode runs
+    # no py-spy record process); else the py-spy processes' lifetimes
+    sampled = (
+        [(origin + w.t0, origin + w.t1) for w in loaded.windows]
+        if origin is not None
+        else watch.intervals()
+    )
     if not sampled:
-        raise BenchmarkError("no py-spy record process was seen")
+        raise BenchmarkError("no sampled window: no window clock in the profile, no py-spy seen")
     unsampled = [(ready + 0.2, launched), (finished + 0.1, stopped)]
-    sampling = Profile.load(output).sampling
     return Sampled(
         json.loads(report.stdout),
         record,

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gilprof.analysis.table import WindowTable, build_table, thread_filter, thread_label
+from gilprof.errors import UsageError, no_lines
 from gilprof.model import Mode
 from gilprof.profile import Profile
 
@@ -96,6 +97,8 @@ def attribute(
     table: WindowTable | None = None,
 ) -> Attribution:
     """Shares of `profile` (from `table` when the caller built one with the same options)."""
+    if lines and not profile.sampling.has_lines:
+        raise UsageError(no_lines("--lines"))
     if table is None:
         table = build_table(
             profile, by_thread=by_thread, lines=lines, thread_pattern=thread_pattern, watch=watch

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from gilprof.analysis.loop import batch_share
 from gilprof.analysis.per_step import LoopCosts, StepUnit, scale, walk_loop
 from gilprof.analysis.verdict import DEVICE_NEGLIGIBLE, Verdict
-from gilprof.errors import UsageError
+from gilprof.errors import UsageError, no_lines
 from gilprof.model import Frame, ThreadState
 from gilprof.profile import Profile
 from gilprof.stats import Estimate
@@ -125,7 +125,10 @@ def predict(
         raise UsageError("--what-if needs at least one function")
     loop_tid = verdict.loop.thread.tid
     feeders = [tid for tid in feeders if tid != loop_tid]
-    splits = {spec: _LineSplit(profile, loop_tid, spec) for spec in specs if spec.line is not None}
+    lined = [spec for spec in specs if spec.line is not None]
+    if lined and not profile.sampling.has_lines:
+        raise UsageError(no_lines(f"--what-if {lined[0]}"))
+    splits = {spec: _LineSplit(profile, loop_tid, spec) for spec in lined}
     match_cache: dict[int, float] = {}
 
     def removed_part(stack: int) -> float:

@@ -171,9 +171,10 @@ def run_side(
                 stop.wait(0.1)
             say(f"[{impl}] sampling rank 0 (pid {info.pid}) for {settings.window_s:g} s")
             first_step = _logged_steps(log_path)
-            # 1 s windows: more batches for the intervals, at ~8% of time lost to restarts.
+            # 1 s windows: more batches for the intervals, at ~8% of time lost to restarts;
+            # py-spy's stacks (lines=True): the prediction removes one line of the function
             options = SessionOptions(
-                SamplerSettings(Mode.STATES, settings.rate_hz),
+                SamplerSettings(Mode.STATES, settings.rate_hz, lines=True),
                 duration=settings.window_s,
                 window_s=1.0,
             )

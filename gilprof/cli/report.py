@@ -8,12 +8,7 @@ from gilprof.analysis.attribution import attribute
 from gilprof.analysis.contention import analyze, has_spans
 from gilprof.analysis.empty import why_empty
 from gilprof.analysis.ranks import compare_ranks
-from gilprof.cli._options import (
-    format_option,
-    output_option,
-    rows_options,
-    watch_options,
-)
+from gilprof.cli._options import format_option, output_option, rows_options, watch_options
 from gilprof.cli._output import check_output, emit
 from gilprof.cli._per_step import PerStep, WhatIf, what_if_options
 from gilprof.cli._recipe import recipe_option, watch_list
@@ -36,7 +31,7 @@ from gilprof.renderers.report import ReportData
 @what_if_options
 @click.option("--by-thread", is_flag=True, help="Attribute functions per thread.")
 @click.option("--thread", "thread_pattern", help="Only threads whose name matches this regex.")
-@click.option("--lines", is_flag=True, help="Break functions down by line.")
+@click.option("--lines", is_flag=True, help="Break functions down by line (not the default mode).")
 @click.option(
     "--contention",
     is_flag=True,
@@ -78,7 +73,7 @@ def command(
     Examples:
       gilprof report rank0.json                       # table: utilization, threads, functions, watch
       gilprof report rank0.json --by-thread --top 20
-      gilprof report rank0.json --thread executor --lines
+      gilprof report rank0.json --thread executor --by-thread
       gilprof report rank0.json --format html -o rank0.html   # flame graph + tables, one file
       gilprof report rank0.json --format pprof -o rank0.pb.gz # go tool pprof, Pyroscope, Parca
       gilprof report prof/rank*.json                  # ranks side by side, rank-0 excess

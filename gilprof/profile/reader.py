@@ -122,6 +122,8 @@ class ProfileReader:
                 if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
             ),
             gpu_note=str(s.get("gpu_note") or ""),
+            stacks=str(s.get("stacks") or "sampler"),
+            origin_monotonic=self._opt_number(s, "origin_monotonic"),
         )
 
     def read_start_trigger(self, t: Any) -> StartTrigger | None:
@@ -213,6 +215,9 @@ class ProfileReader:
 
     def _opt_int(self, data: dict[str, Any], key: str) -> int | None:
         return None if data.get(key) is None else self._int(data, key)
+
+    def _opt_number(self, data: dict[str, Any], key: str) -> float | None:
+        return None if data.get(key) is None else self._number(data, key)
 
     def _opt_str(self, data: dict[str, Any], key: str) -> str | None:
         value = data.get(key)

@@ -241,7 +241,8 @@ def _header_lines(p: Profile, a: Attribution, full_notes: bool = True) -> list[s
     rank = "?" if t.rank is None else f"{t.rank} (from {t.rank_source})"
     lines = [
         f"target   pid {t.pid}  rank {rank}  host {t.hostname or '?'}  python {t.python or '?'}",
-        f"sampling {s.sampler} {s.sampler_version}  mode {a.mode}  {s.rate_hz:g} Hz  "
+        f"sampling {s.sampler} {s.sampler_version}"
+        f"{'' if s.has_lines else ' (stacks from the reader: functions, no lines)'}  mode {a.mode}  {s.rate_hz:g} Hz  "
         f"{a.duration_s:.1f} s sampled in {len(p.windows)} windows  {round(a.ticks)} ticks "
         f"({s.ticks_source})  {a.samples} samples  {s.errors} errors",
     ]

@@ -361,6 +361,7 @@ class FlightRecorder:
             blocking=settings.blocking,
             window_s=self.options.window_s,
             started_at=started_at,
+            stacks=self.backend.stacks(self.target.pid, settings),
         )
 
     def _status(self) -> str:

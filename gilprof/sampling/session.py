@@ -113,6 +113,7 @@ def _sample(
             window_s=options.window_s,
             started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             start_trigger=options.start.record() if options.start else None,
+            stacks=backend.stacks(target.pid, settings),
         ),
     )
     origin: float | None = None
@@ -221,6 +222,7 @@ def _sample(
         priority=_priority(priorities),
         gpu_busy=tuple(gpu_busy),
         gpu_note=gpu_note,
+        origin_monotonic=origin,
     )
     if stream is not None:
         stream.finish(profile)

@@ -20,14 +20,12 @@ import importlib.util
 import json
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from types import ModuleType
 
-import psutil
 import pytest
 
+from gilprof.profile import Profile
 from tests.integration.conftest import (
     ROOT,
     WORKLOADS,
@@ -58,29 +56,13 @@ def uprobe_truth() -> ModuleType:
     return sys.modules[name]
 
 
-class RecordWatch(threading.Thread):
-    """When the `py-spy record` children of one gilprof process lived (polled every 10 ms)."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid = pid
-        self.windows: dict[int, list[float]] = {}
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            now = time.monotonic()
-            try:
-                children = psutil.Process(self.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                return
-            for child in children:
-                try:
-                    if child.pid in self.windows or "record" in child.cmdline():
-                        self.windows.setdefault(child.pid, [now, now])[1] = now
-                except psutil.Error:
-                    continue
-            self.done.wait(0.01)
+def sampled_windows(path: Path) -> list[tuple[float, float]]:
+    """The profile's windows on CLOCK_MONOTONIC, the clock of bpftrace's nsecs (the
+    default mode runs no py-spy process whose lifetime would bound them)."""
+    profile = Profile.load(str(path))
+    origin = profile.sampling.origin_monotonic
+    assert origin is not None, "the profile does not record its windows' clock"
+    return [(origin + w.t0, origin + w.t1) for w in profile.windows]
 
 
 @pytest.mark.parametrize("minor", ["default", "13", "sid-3.14", "sid-3.15"])
@@ -109,18 +91,14 @@ def test_held_and_waiting_match_the_kernel(spawn, tmp_path: Path, minor: str) ->
                 "-q", "-o", str(out),
             )
         )  # fmt: skip
-        watch = RecordWatch(attach.pid)
-        watch.start()
         _, err = attach.communicate(timeout=60)
-        watch.done.set()
-        watch.join()
     finally:
         trace.stop()
     assert trace.sched, "the scheduler's tracepoints are needed for the band"
     assert attach.returncode == 0, err.decode()[-500:]
     assert trace.lost == 0
-    windows = sorted((a, b) for a, b in watch.windows.values() if b > a)
-    assert windows, "no py-spy record process was seen"
+    windows = sampled_windows(out)
+    assert windows and all(b > a for a, b in windows)
     total = sum(b - a for a, b in windows)
     truths = [trace.truth(a, b, tids.values()) for a, b in windows]
     report = json.loads(

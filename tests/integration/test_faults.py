@@ -69,9 +69,10 @@ def test_rank_killed_mid_run_gives_partial_profile_and_exit_6(tmp_path, spawn):
     job, pids = start_ranks(spawn, 4, *light_workload(30), prefix=tmp_path / "pid")
     run = spawn(
         gilprof_cmd(
-            "attach", "--job", str(job.pid), "--rank", "0", "-d", "20", "-q", "-o", str(out)
+            *("attach", "--job", str(job.pid), "--rank", "0", "-d", "20", "--lines"),
+            *("-q", "-o", str(out)),
         )
-    )
+    )  # --lines: py-spy samples each window, the child that must not outlive gilprof
     assert wait_for(lambda: pyspy_children(run.pid), timeout=30), run.stderr.read().decode()
     time.sleep(2.5)  # at least one complete window
     os.kill(pids[0], signal.SIGKILL)
@@ -107,7 +108,7 @@ def test_ctrl_c_pressed_three_times_early_still_exits_130(tmp_path, spawn, first
 def test_sigint_writes_partial_profile_and_leaves_no_sampler(tmp_path, spawn):
     target = start_target(spawn, [sys.executable, GIL_WORKLOAD, "--duration", "30"])
     out = tmp_path / "p.json"
-    run = attach(spawn, target.pid, out)
+    run = attach(spawn, target.pid, out, "--lines")  # a py-spy child each window
     # let at least one window complete, then interrupt mid-window
     time.sleep(3.0)
     samplers = samplers_of(run)
@@ -123,7 +124,7 @@ def test_sigint_writes_partial_profile_and_leaves_no_sampler(tmp_path, spawn):
 
 def test_sigint_in_launch_mode_reaches_the_job_and_leaves_nothing_behind(tmp_path, spawn):
     prefix, out = tmp_path / "pid", tmp_path / "launched.json"
-    run = launch(spawn, out, 2, *light_workload(30, "--pidfile", str(prefix)))
+    run = launch(spawn, out, 2, *light_workload(30, "--pidfile", str(prefix)), options=["--lines"])
     pids = wait_for(lambda: read_pidfiles(prefix, 2), timeout=30)
     assert pids, "the job's ranks did not start"
     assert wait_for(lambda: pyspy_children(run.pid), timeout=30)

@@ -30,8 +30,10 @@ def test_ranks_all_writes_one_profile_per_rank_and_sigterm_leaves_no_sampler(tmp
     job = spawn([mpiexec, "-n", "4", *light_workload(30)])
     out = tmp_path / "prof"
     run = spawn(
-        gilprof_cmd("attach", "--job", str(job.pid), "--ranks", "all", "-q", "-o", str(out))
-    )
+        gilprof_cmd(
+            *("attach", "--job", str(job.pid), "--ranks", "all", "--lines", "-q", "-o", str(out))
+        )
+    )  # --lines: a py-spy child per rank each window, none of which may outlive gilprof
     samplers = wait_for(
         lambda: (lambda s: s if len(s) == 4 else None)(pyspy_children(run.pid)), timeout=30
     )

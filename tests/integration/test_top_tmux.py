@@ -45,7 +45,7 @@ def test_top_draws_threads_and_functions_and_quits_without_leaving_a_sampler(spa
     command = (
         f"cd {shlex.quote(str(ROOT))} && env -u COLUMNS -u LINES "
         f"{shlex.quote(sys.executable)} -m gilprof top "
-        f"--pid {target.pid} --window 1 -o {shlex.quote(str(out))}; echo EXIT=$?; sleep 60"
+        f"--pid {target.pid} --window 1 --lines -o {shlex.quote(str(out))}; echo EXIT=$?; sleep 60"
     )
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command], check=True

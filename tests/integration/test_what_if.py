@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import WORKLOADS, assert_exits, attach, gilprof_stdout, wait_for
+from gilprof.profile import Profile
+
+from .conftest import WORKLOADS, assert_exits, attach, gilprof_cmd, gilprof_stdout, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -134,6 +136,14 @@ def test_predicted_saving_matches_the_measured_one(spawn, tmp_path, shape):
         given = json.loads(gilprof_stdout(spawn, *args))["per_step"]["what_if"]
         assert given["device_ms_given"] and given["device_ms"] == 2.0
         assert given["step_saving_ms"]["value"] == pytest.approx(saving)
+        # the default mode's stacks come from the reader (no py-spy per window): functions,
+        # not lines, so a line-number question gets one line and exit 2, not a wrong answer
+        assert Profile.load(str(profile)).sampling.stacks == "reader"
+        for extra in (["--lines"], ["--what-if", "removable_work:12"]):
+            proc = spawn(gilprof_cmd("report", str(profile), "--steps", str(log_on), *extra))
+            _out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 2 and "names functions, not the line" in err.decode()
+            assert len(err.decode().strip().splitlines()) == 1
     else:
         assert predicted["device_paced"]
         assert abs(saving) <= 0.05 * period  # the prediction says ~0

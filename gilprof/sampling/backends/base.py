@@ -42,6 +42,10 @@ class SamplerSettings:
     realtime: bool = True  # run a non-blocking sampler at SCHED_FIFO where permitted
     # states mode: the recipe's native-library rules, ahead of the built-in ones
     native_rules: tuple[LibraryRule, ...] = ()
+    # states mode: also run py-spy per window for the holders' stacks with the line running
+    # (else the reader's own ticks give them, naming functions only: ~1.7 points of a core
+    # less on the example server, docs/modes.md)
+    lines: bool = False
 
     @classmethod
     def for_mode(
@@ -327,6 +331,10 @@ class Backend(ABC):
         differ from those asked for (a target whose thread states cannot be read falls back
         to gil mode); called once per target before its first window."""
         return settings, ""
+
+    def stacks(self, pid: int, settings: SamplerSettings) -> str:
+        """Where a prepared target's holder stacks come from (SamplingInfo.stacks)."""
+        return "sampler"
 
     def release(self, pid: int) -> None:  # noqa: B027 - optional hook
         """The session of `pid` is over: free what prepare() kept for it."""

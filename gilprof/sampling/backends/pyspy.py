@@ -50,6 +50,7 @@ from gilprof.sampling.backends.states import (
     gil_settings,
     merge,
     open_reader,
+    reader_window,
 )
 from gilprof.sampling.processes import find_binary
 from gilprof.sampling.threadstate.reader import StateReader
@@ -172,6 +173,11 @@ class PySpyBackend(Backend):
         self._names[pid].refresh()
         return settings, note  # how native time is placed, or why it is not
 
+    def stacks(self, pid: int, settings: SamplerSettings) -> str:
+        reads = settings.mode is Mode.STATES and pid in self._readers
+        reads = reads and not settings.blocking and not settings.lines
+        return "reader" if reads else "sampler"
+
     def release(self, pid: int) -> None:
         reader = self._readers.pop(pid, None)
         self._names.pop(pid, None)
@@ -245,6 +251,12 @@ class PySpyBackend(Backend):
         reader = self._readers.get(pid) if settings.mode is Mode.STATES else None
         if reader is None:
             return self._sample_window(pid, settings, seconds, stop)
+        if not settings.blocking and not settings.lines:  # the default: no py-spy per window
+            result = reader_window(
+                reader, self._names[pid], realtime_priority(settings), seconds, stop
+            )
+            self._tell_once(pid, result, settings)
+            return result
         priority, _ = realtime_priority(settings)
         recorder = ReaderThread(reader, priority)
         recorder.start()

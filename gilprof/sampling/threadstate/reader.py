@@ -82,6 +82,9 @@ class Recording:
     t_first: float = 0.0
     t_last: float = 0.0
     evidence_note: str = ""  # once per capture: evidence the kernel would not show
+    # (profile id, stack) -> the ticks that read that thread holding the GIL with that stack:
+    # the holders' stacks, counted at the reader's own ticks (what py-spy --gil would count)
+    held: dict[tuple[int, tuple[Frame, ...]], int] = field(default_factory=dict)
 
 
 Readings = dict[int, tuple[ThreadState, tuple[Frame, ...]]]  # profile id -> (state, stack)
@@ -209,6 +212,11 @@ class StateReader:
             if now - due > self.period:
                 out.late_ticks += 1
             readings = self.tick(now, out)
+            held = out.held
+            for profile_id, (state, frames) in readings.items():
+                if state is ThreadState.HELD:
+                    stack = (profile_id, frames)
+                    held[stack] = held.get(stack, 0) + 1
             if pending is not None:
                 add(self._place_native(*pending, out), pending[1])
             pending = (readings, now, self._native_tids)
