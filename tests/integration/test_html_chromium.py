@@ -48,7 +48,8 @@ def test_report_page_of_a_real_capture_zooms_searches_and_names_the_holder(spawn
         1.0,
     )  # ingress contends for the GIL itself: the waiters' graph has it on every run
     profile = tmp_path / "c.json"
-    output_of(attach(spawn, target.pid, profile, "-d", "3"))  # the default: states mode
+    # the default: states mode; 5 s, since a 3 s capture once in five held no waiting tick
+    output_of(attach(spawn, target.pid, profile, "-d", "5"))
     page = tmp_path / "report.html"
     gilprof_stdout(spawn, "report", str(profile), "--format", "html", "-o", str(page))
     assert page.stat().st_size < 1_000_000

@@ -215,7 +215,10 @@ class StateReader:
             held = out.held
             for profile_id, (state, frames) in readings.items():
                 if state is ThreadState.HELD:
-                    stack = (profile_id, frames)
+                    # Python frames only, as py-spy --gil gives them: a holder caught in a
+                    # system call (about to drop the GIL) carries a cached blocked reading's
+                    # call and evidence frames
+                    stack = (profile_id, tuple(f for f in frames if f.is_python))
                     held[stack] = held.get(stack, 0) + 1
             if pending is not None:
                 add(self._place_native(*pending, out), pending[1])
