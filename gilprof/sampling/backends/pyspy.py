@@ -170,7 +170,7 @@ class PySpyBackend(Backend):
             return gil_settings(settings), FALLBACK_NOTE.format(reason=note)
         self._readers[pid] = reader
         self._names[pid] = ThreadNames(self.binary, pid)
-        self._names[pid].refresh()
+        self._names[pid].first()
         return settings, note  # how native time is placed, or why it is not
 
     def stacks(self, pid: int, settings: SamplerSettings) -> str:

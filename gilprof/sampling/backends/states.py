@@ -105,19 +105,32 @@ class ThreadNames:
     every REFRESH_S): it does not pause the target either."""
 
     REFRESH_S = 30.0
+    FIRST_REFRESH_S = 1.0  # a just-started target's threads appear in its first seconds
+    FIRST_WAIT_S = 5.0  # how long the first dump may hold up the first window
 
     def __init__(self, binary: str, pid: int) -> None:
         self.binary = binary
         self.pid = pid
         self.names: dict[int, str] = {}
         self._asked = -1e9
+        # the gap between dumps doubles from FIRST_REFRESH_S to REFRESH_S: the holders'
+        # stacks come from the reader, so these dumps are the only source of names
+        self._gap = self.FIRST_REFRESH_S
         self._running: threading.Thread | None = None
+
+    def first(self) -> None:
+        """The first dump, waited for (up to FIRST_WAIT_S) so the first window is named."""
+        self.refresh()
+        if self._running is not None:
+            self._running.join(self.FIRST_WAIT_S)
 
     def refresh(self) -> None:
         if self._running is not None and self._running.is_alive():
             return
-        if time.monotonic() - self._asked < self.REFRESH_S:
+        if time.monotonic() - self._asked < self._gap:
             return
+        if self._asked > 0:
+            self._gap = min(self.REFRESH_S, 2 * self._gap)
         self._asked = time.monotonic()
         self._running = threading.Thread(target=self._dump, name="gilprof-names", daemon=True)
         self._running.start()
