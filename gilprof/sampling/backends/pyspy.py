@@ -251,7 +251,7 @@ class PySpyBackend(Backend):
         reader = self._readers.get(pid) if settings.mode is Mode.STATES else None
         if reader is None:
             return self._sample_window(pid, settings, seconds, stop)
-        if not settings.blocking and not settings.lines:  # the default: no py-spy per window
+        if self.stacks(pid, settings) == "reader":  # the default: no py-spy per window
             result = reader_window(
                 reader, self._names[pid], realtime_priority(settings), seconds, stop
             )

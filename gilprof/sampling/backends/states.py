@@ -158,16 +158,21 @@ class ThreadNames:
                 if isinstance(tid, int):
                     self.names[tid] = name
 
-    def name(self, samples: list[tuple[Sample, float, float]]) -> list[tuple[Sample, float, float]]:
+    def name_samples(self, samples: list[Sample]) -> list[Sample]:
         """The samples with the names known; asks for a refresh when one is missing."""
-        if any(sample.tid not in self.names for sample, _a, _b in samples):
+        if any(sample.tid not in self.names for sample in samples):
             self.refresh()
         return [
-            (replace(sample, thread_name=self.names[sample.tid]), a, b)
+            replace(sample, thread_name=self.names[sample.tid])
             if sample.tid in self.names
-            else (sample, a, b)
-            for sample, a, b in samples
+            else sample
+            for sample in samples
         ]
+
+    def name(self, spans: list[tuple[Sample, float, float]]) -> list[tuple[Sample, float, float]]:
+        """name_samples for spans."""
+        named = self.name_samples([sample for sample, _a, _b in spans])
+        return [(n, a, b) for n, (_s, a, b) in zip(named, spans, strict=True)]
 
 
 def reader_window(
@@ -201,7 +206,7 @@ def reader_window(
         Sample(profile_id, "", frames, count, ThreadState.HELD)
         for (profile_id, frames), count in recording.held.items()
     ]
-    result.samples = [sample for sample, _a, _b in names.name([(s, 0.0, 0.0) for s in samples])]
+    result.samples = names.name_samples(samples)
     result.sampler_samples = recording.ticks
     result.ticks_counted = recording.ticks
     result.ticks_exact = recording.ticks > 0
