@@ -154,7 +154,12 @@ def interpreter_class(function: str | None) -> NativeClass:
 
 # The C library, its threads and the dynamic loader serve whoever calls them (memcpy,
 # sched_yield, a lock's futex wrapper): their time is their caller's kind of time.
-PASS_THROUGH_LIBRARIES = ("libc.so*", "libc-*.so", "libpthread.so*", "ld-linux*.so*")
+# "[uprobes]": the kernel's page of out-of-line instructions and return trampolines for a
+# uprobe set on the process (a tracer's, bpftrace's): code run on behalf of the probed
+# function, so the caller's class
+PASS_THROUGH_LIBRARIES = (
+    "libc.so*", "libc-*.so", "libpthread.so*", "ld-linux*.so*", "[[]uprobes[]]",
+)  # fmt: skip
 
 
 def is_pass_through(library: str) -> bool:

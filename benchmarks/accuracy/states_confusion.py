@@ -40,7 +40,9 @@ from accuracy_sample import hogs  # noqa: E402
 from gilprof.native_classes import NativeRules, native_class_of  # noqa: E402
 from gilprof.sampling.threadstate.reader import Recording, StateReader  # noqa: E402
 
-LOOP_INGRESS = HERE.parents[1] / "tests" / "integration" / "workloads" / "loop_ingress.py"
+WORKLOADS_DIR = HERE.parents[1] / "tests" / "integration" / "workloads"
+LOOP_INGRESS = WORKLOADS_DIR / "loop_ingress.py"
+SHAPES = ("short", "reacquire", "preempted", "three")  # gil_waits.py --shape
 
 
 def truth_state(mine: list[events.Event], times: list[float], t: float) -> str:
@@ -53,6 +55,9 @@ def truth_state(mine: list[events.Event], times: list[float], t: float) -> str:
 def run(python: str, workload: str, seconds: float, hog_count: int, native: bool = True) -> None:
     if workload == "loop_ingress":
         cmd = [python, str(LOOP_INGRESS), "--seconds", str(seconds + 60)]
+    elif workload in SHAPES:
+        cmd = [python, str(WORKLOADS_DIR / "gil_waits.py"), "--shape", workload]
+        cmd += ["--seconds", str(seconds + 60)]
     else:
         cmd = [python, str(HERE / "workloads.py"), workload, "--max-seconds", str(seconds + 60)]
     with hogs(hog_count):

@@ -280,3 +280,39 @@ def test_a_thread_blocked_in_the_same_call_keeps_its_stack_without_a_read() -> N
     assert out.stacks_reused == 1
     assert readings[1][2] == readings[0][2]  # the reused reading is the one read then
     assert readings[1][2][0] is ThreadState.IDLE and readings[1][2][1][-1].name == "clock_nanosleep"
+
+
+class _SwitchEvidence:
+    """A native locator's word on whether each running thread is inside the GIL's wait."""
+
+    def __init__(self, evidence: dict[int, bool | None]) -> None:
+        self.evidence = evidence
+
+    def collect(self, now_ns: int, wanted=None) -> None:
+        pass
+
+    def in_gil_wait(self, tid: int, at_ns: int) -> bool | None:
+        return self.evidence[tid]
+
+
+@pytest.mark.parametrize(
+    ("extra", "evidence", "last_waiting", "expected"),
+    [
+        (1, {1: False, 2: None, 3: True}, set(), {3}),  # the kernel's sample says which
+        (2, {1: False, 2: None, 3: True}, set(), {2, 3}),  # never one placed elsewhere
+        (1, {1: None, 2: None, 3: None}, {2}, {2}),  # no evidence: the one waiting before
+        (2, {1: False, 2: False, 3: False}, set(), set()),  # all elsewhere: none
+    ],
+)
+def test_the_condvar_count_goes_to_the_running_threads_the_evidence_puts_in_the_wait(
+    extra, evidence, last_waiting, expected
+) -> None:
+    reader = StateReader.__new__(StateReader)
+    reader.threads = {tid: None for tid in (1, 2, 3)}  # type: ignore[misc]
+    reader._last = {tid: ThreadState.WAITING for tid in last_waiting}
+    reader.locator = _SwitchEvidence(evidence)  # type: ignore[assignment]
+    states = {tid: ThreadState.NATIVE for tid in (1, 2, 3)}
+    out = Recording()
+    reader._waiting_while_running([1, 2, 3], extra, states, out, 0)
+    assert {tid for tid, s in states.items() if s is ThreadState.WAITING} == expected
+    assert out.woken_waiters == len(expected)

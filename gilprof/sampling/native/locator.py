@@ -43,18 +43,18 @@ from gilprof.native_classes import (
     is_pass_through,
     native_frame,
 )
-from gilprof.sampling.native.perf import SWITCH_BLOCKED, SWITCH_PREEMPTED, CpuSample, CpuSampler
+from gilprof.sampling.native.perf import CpuSample, CpuSampler
+from gilprof.sampling.native.switches import BRIDGE_NS, SwitchEvidence
 from gilprof.sampling.native.symbols import SymbolTables
 from gilprof.sampling.threadstate.namespaces import MappedFile, parse_maps
 
 PERIOD_NS = 1_000_000  # one sample per ms of a thread's CPU time
 NEAREST_NS = 3 * PERIOD_NS // 2
 NEIGHBOURHOOD_NS = 3 * PERIOD_NS
-BRIDGE_NS = 30_000_000  # the longest gap between two samples in one place that is bridged
 KEEP_NS = 200_000_000  # samples kept per thread: the reader asks about the last tick only
 MAPS_REFRESH_NS = 200_000_000
 DRAIN_EVERY_NS = 40_000_000  # a buffer holds ~90 ms of a busy thread's samples
-MAX_CALLER_WORDS = 32  # stack words searched for a clock read's caller
+MAX_CALLER_WORDS = 64  # stack words searched for a caller (SWITCH_STACK_BYTES of them)
 
 UNPLACED_FRAME = native_frame(NativeClass.UNPLACED, "unplaced (no on-CPU sample near it)")
 WOKEN_FRAME = native_frame(NativeClass.WOKEN, "woken from a system call, not running yet")
@@ -101,7 +101,7 @@ class Mappings:
         return None
 
 
-class NativeLocator:
+class NativeLocator(SwitchEvidence):
     def __init__(
         self, pid: int, interpreter_path: str, rules: NativeRules, period_ns: int = PERIOD_NS
     ) -> None:
@@ -215,17 +215,31 @@ class NativeLocator:
         if woken and before < 0:
             # Woken from a blocking call and not sampled running since: runnable, waiting
             # for a core, or on its way back (the kernel's return, then take_gil).
-            # Woken from the GIL's wait, it is still inside take_gil: waiting. Otherwise
-            # host-side time, and not yet in the GIL's code as far as anything can tell.
+            # Woken from the GIL's wait (the reader saw it, or the kernel's sample of the
+            # switch where it blocked is in the GIL's code), it is still inside take_gil:
+            # waiting. Otherwise host-side time, not yet in the GIL's code as far as
+            # anything can tell.
             self.placed += 1
-            return GIL_WOKEN_FRAME if on_gil else WOKEN_FRAME
+            if on_gil or self._blocked_in_gil(tid, block_ns, at_ns):
+                return GIL_WOKEN_FRAME
+            return WOKEN_FRAME
+        preempted_at = self._preemption_sample(tid, at_ns)
         near = [i for i in (before, after) if 0 <= i < len(times)]
-        if not near:
+        if preempted_at is not None:
+            # Preempted, not switched in since, and the kernel's sample of that switch
+            # says where: the thread is there now
+            best = preempted_at
+        elif not near:
             self.unplaced += 1
             return UNPLACED_FRAME
-        best = min(near, key=lambda i: abs(times[i] - at_ns))
-        off_cpu = abs(times[best] - at_ns) > NEAREST_NS
-        if (off_cpu or self._preempted(tid, at_ns)) and self._hand_off(tid, before, after, at_ns):
+        else:
+            best = min(near, key=lambda i: abs(times[i] - at_ns))
+        off_cpu = preempted_at is None and abs(times[best] - at_ns) > NEAREST_NS
+        if (
+            preempted_at is None
+            and (off_cpu or self._preempted(tid, at_ns))
+            and self._hand_off(tid, before, after, at_ns)
+        ):
             self.placed += 1
             return HAND_OFF_FRAME
         if off_cpu:
@@ -251,15 +265,6 @@ class NativeLocator:
         self.placed += 1
         return native_frame(cls, place)
 
-    def _preempted(self, tid: int, at_ns: int) -> bool:
-        """Whether the kernel's last context switch of the thread before `at_ns` is a
-        preemption: runnable, off its CPU, at the reading."""
-        switch_times = self._switch_times.get(tid)
-        if not switch_times:
-            return False
-        last = bisect.bisect_right(switch_times, at_ns) - 1
-        return last >= 0 and self._switch_kinds[tid][last] == SWITCH_PREEMPTED
-
     def _hand_off(self, tid: int, before: int, after: int, at_ns: int) -> bool:
         """Whether a reading of a thread off its CPU falls in the GIL's hand-off: its last
         sample before the reading (since it last blocked) and its first after are both in
@@ -283,33 +288,9 @@ class NativeLocator:
         sample = self._samples[tid][index]
         return self._in_interpreter(sample) or self._class_at(tid, index, at_ns) is NativeClass.GIL
 
-    def _since_last_block(
-        self, tid: int, at_ns: int, blocked_ns: int | None
-    ) -> tuple[int, bool, int | None]:
-        """(index of the thread's first sample since it last blocked, whether it was
-        woken from it, when it blocked). From the kernel's context switches where it gave them: a switch
-        out that was no preemption is a block. Otherwise from the reader's last blocked
-        reading, if at most BRIDGE old."""
-        switch_times = self._switch_times.get(tid)
-        if switch_times:
-            kinds = self._switch_kinds[tid]
-            last = bisect.bisect_right(switch_times, at_ns) - 1
-            block = last
-            while block >= 0 and kinds[block] != SWITCH_BLOCKED:
-                block -= 1
-            if block < 0:
-                return 0, False, None
-            # blocked, and read running now: woken since, however long it slept
-            times = self._times.get(tid) or []
-            return bisect.bisect_right(times, switch_times[block]), True, switch_times[block]
-        if blocked_ns is None:
-            return 0, False, None
-        times = self._times.get(tid) or []
-        return bisect.bisect_right(times, blocked_ns), at_ns - blocked_ns <= BRIDGE_NS, blocked_ns
-
     def _place_of(self, sample: CpuSample, at_ns: int) -> tuple[str, NativeClass | None]:
-        """The place and class of one sample. A sample in a clock read, the C library or
-        the kernel (a system call) takes its caller's: the first candidate return address
+        """The place and class of one sample. A sample in a clock read or the C library
+        (where a system call is made) takes its caller's: the first candidate return address
         (CpuSample.callers) in executable code that is none of those. A leaf function keeps
         no frame of its own beyond its return address, so the first such word is its
         caller's (or its caller's caller's, where a C library wrapper stands between).
@@ -319,7 +300,10 @@ class NativeLocator:
             return "[kernel]", NativeClass.HOST
         place, path, function = self._where(ip, at_ns)
         cls = self._class_of(path, function)
-        if cls is not None and not sample.in_kernel and not self._passes(path):
+        # caught in the kernel, the user registers say where it entered it: a system call's
+        # site (the C library's wrapper, passed over) or, for a context switch's sample,
+        # the instruction it was preempted at, which is its place
+        if cls is not None and not self._passes(path):
             return place, cls
         for address in sample.callers()[:MAX_CALLER_WORDS]:
             if self.maps.find(address) is None:

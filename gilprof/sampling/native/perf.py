@@ -29,6 +29,7 @@ PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
 
 _PERF_TYPE_SOFTWARE = 1
 _PERF_COUNT_SW_CPU_CLOCK = 0
+_PERF_COUNT_SW_CONTEXT_SWITCHES = 3
 _SAMPLE_IP, _SAMPLE_TID, _SAMPLE_TIME = 1 << 0, 1 << 1, 1 << 2
 _SAMPLE_REGS_USER, _SAMPLE_STACK_USER = 1 << 12, 1 << 13
 # The user-space registers kept with each sample: the instruction pointer (where a thread
@@ -40,6 +41,10 @@ _CALLER_REGS = {"x86_64": (1 << 7) | (1 << 8), "aarch64": (1 << 30) | (1 << 31) 
 KERNEL_SPACE = 1 << 63  # instruction pointers at or above this are the kernel's
 AARCH64_USER_ADDRESS = (1 << 48) - 1  # user addresses of a 48-bit VA space, below PAC bits
 STACK_BYTES = 256  # of the user stack copied with each sample: a leaf's callers' addresses
+# copied with a context switch's sample: a thread blocks inside the C library's futex wait,
+# two large frames (the condition variable's) below the interpreter's GIL function
+SWITCH_STACK_BYTES = 512
+_IOC_SET_OUTPUT = 0x2405  # PERF_EVENT_IOC_SET_OUTPUT: write into another event's buffer
 _DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
 _SAMPLE_ID_ALL, _USE_CLOCKID, _CONTEXT_SWITCH = 1 << 18, 1 << 25, 1 << 26
 _CLOCK_MONOTONIC = 1
@@ -54,6 +59,10 @@ _DATA_HEAD, _DATA_TAIL = 1024, 1032  # in the ring buffer's first (metadata) pag
 # thread at 1 kHz; the reader drains every tick. Small, because an unprivileged user's
 # buffers all count against kernel.perf_event_mlock_kb (516 KiB by default).
 DATA_PAGES = 8
+# with a sample per context switch too (kernel-side events allowed): 128 KiB, ~200 switch
+# samples, 40 ms of a thread that switches 5000 times a second; 8 pages where the kernel
+# will not lock that much for this user
+SWITCH_DATA_PAGES = 32
 _SAMPLE = struct.Struct("<QIIQQ")  # ip, pid, tid, time, regs abi
 _HEADER = struct.Struct("<IHH")  # type, misc, size
 
@@ -218,24 +227,61 @@ class ThreadEvent:
             raise PerfRefused(_refusal(tid, ctypes.get_errno()), ctypes.get_errno())
         self.tid = tid
         self.fd = int(fd)
+        self.pages = SWITCH_DATA_PAGES if kernel else DATA_PAGES
         try:
-            self._buffer = mmap.mmap(
-                self.fd, (1 + DATA_PAGES) * mmap.PAGESIZE, mmap.MAP_SHARED,
-                mmap.PROT_READ | mmap.PROT_WRITE,
-            )  # fmt: skip
+            self._buffer = self._map(self.pages)
         except OSError as exc:
-            os.close(self.fd)
-            raise PerfRefused(f"perf ring buffer for thread {tid}: {exc.strerror}") from None
+            if self.pages == DATA_PAGES:
+                os.close(self.fd)
+                raise PerfRefused(f"perf ring buffer for thread {tid}: {exc.strerror}") from None
+            self.pages = DATA_PAGES
+            try:
+                self._buffer = self._map(self.pages)
+            except OSError as again:
+                os.close(self.fd)
+                raise PerfRefused(f"perf ring buffer for thread {tid}: {again.strerror}") from None
+        # Where the kernel allows kernel-side events, a sample at each of the thread's
+        # context switches too, written into the same buffer: its user registers say
+        # where the thread was when it left its CPU (preempted, or the system call it
+        # blocked in), so a thread read off its CPU is placed where it is, not where the
+        # clock last caught it running
+        self.switch_fd = -1
+        if kernel and self.pages == SWITCH_DATA_PAGES:
+            switch_attr = _Attr(
+                type=_PERF_TYPE_SOFTWARE,
+                size=ctypes.sizeof(_Attr),
+                config=_PERF_COUNT_SW_CONTEXT_SWITCHES,
+                sample_period=1,
+                sample_type=attr.sample_type,
+                flags=_DISABLED | _EXCLUDE_HV | _USE_CLOCKID | _SAMPLE_ID_ALL,
+                clockid=_CLOCK_MONOTONIC,
+                sample_regs_user=attr.sample_regs_user,
+                sample_stack_user=SWITCH_STACK_BYTES,
+            )
+            switch_fd = libc.syscall(
+                number, ctypes.byref(switch_attr), tid, -1, -1, _FLAG_FD_CLOEXEC
+            )
+            if switch_fd >= 0:
+                self.switch_fd = int(switch_fd)
+                if libc.ioctl(self.switch_fd, _IOC_SET_OUTPUT, self.fd) != 0 or (
+                    libc.ioctl(self.switch_fd, _IOC_ENABLE, 0) != 0
+                ):
+                    os.close(self.switch_fd)
+                    self.switch_fd = -1
         if libc.ioctl(self.fd, _IOC_ENABLE, 0) != 0:
             errno = ctypes.get_errno()
             self.close()
             raise PerfRefused(_refusal(tid, errno))
 
+    def _map(self, pages: int) -> mmap.mmap:
+        size = (1 + pages) * mmap.PAGESIZE
+        return mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
     def drain(self, out: list[CpuSample], switches: list[tuple[int, str]]) -> None:
         """Append each sample written since the last drain, and each context switch of the
         thread as (time_ns, SWITCH_IN / SWITCH_PREEMPTED / SWITCH_BLOCKED); free their
         space."""
-        data, head, tail = ring_data(self._buffer, DATA_PAGES)
+        data, head, tail = ring_data(self._buffer, self.pages)
         if head == tail:
             return
         limit = min(len(data), head - tail)
@@ -266,6 +312,9 @@ class ThreadEvent:
         ring_release(self._buffer, head)
 
     def close(self) -> None:
+        if getattr(self, "switch_fd", -1) >= 0:
+            os.close(self.switch_fd)
+            self.switch_fd = -1
         with contextlib.suppress(AttributeError, BufferError):
             self._buffer.close()
         os.close(self.fd)

@@ -287,7 +287,8 @@ class StateReader:
                 states[holder_after] = ThreadState.HELD
                 running.remove(holder_after)
         if running and self.cond_check:
-            self._waiting_while_running(running, in_cond_wait - blocked_in_cond, states, out)
+            extra = in_cond_wait - blocked_in_cond
+            self._waiting_while_running(running, extra, states, out, now_ns)
         readings: dict[int, tuple[ThreadState, tuple[Frame, ...]]] = {}
         self._native_tids = {}
         blocked: dict[int, tuple[bytes, tuple[Frame, ...]]] = {}
@@ -366,22 +367,41 @@ class StateReader:
         return placed
 
     def _waiting_while_running(
-        self, running: list[int], extra: int, states: dict[int, ThreadState], out: Recording
+        self,
+        running: list[int],
+        extra: int,
+        states: dict[int, ThreadState],
+        out: Recording,
+        now_ns: int,
     ) -> None:
         """A thread on a CPU (or runnable) that is not the holder runs native code, or is
         still inside take_gil: woken from the GIL's condition variable and not yet back
         (waiting for a core, or between two timed waits). The condition variable's own
         count of the threads inside pthread_cond_wait tells how many are the latter: the
-        count less those seen blocked on it. They are the running threads that were
-        waiting at the previous tick first (a thread does not leave a wait for native code
-        and come back between two reads as often as a waiter wakes)."""
+        count less those seen blocked on it. Which of the running threads they are: first
+        those whose last context switch the kernel sampled in the GIL's code (the native
+        locator's switch samples), never one it sampled elsewhere or that is on its CPU;
+        then those waiting at the previous tick (a thread does not leave a wait for native
+        code and come back between two reads as often as a waiter wakes)."""
         if extra < 0 or extra > len(self.threads):
             out.cond_mismatch += 1  # a count that cannot be: read mid-update, or not glibc
             return
         if extra == 0:
             return
+        evidence: dict[int, bool | None] = {}
+        if self.locator is not None and len(running) > extra:
+            self.locator.collect(now_ns, running)  # the context switches up to now
+            evidence = {tid: self.locator.in_gil_wait(tid, now_ns) for tid in running}
         last = self._last
-        ordered = sorted(running, key=lambda tid: last.get(tid) is not ThreadState.WAITING)
+        # never one the kernel's switch sample places elsewhere (or on its CPU now)
+        candidates = [tid for tid in running if evidence.get(tid) is not False]
+        ordered = sorted(
+            candidates,
+            key=lambda tid: (
+                evidence.get(tid) is not True,
+                last.get(tid) is not ThreadState.WAITING,
+            ),
+        )
         for tid in ordered[:extra]:
             states[tid] = ThreadState.WAITING
             out.woken_waiters += 1
