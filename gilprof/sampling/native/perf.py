@@ -227,25 +227,25 @@ class ThreadEvent:
             raise PerfRefused(_refusal(tid, ctypes.get_errno()), ctypes.get_errno())
         self.tid = tid
         self.fd = int(fd)
-        self.pages = SWITCH_DATA_PAGES if kernel else DATA_PAGES
-        try:
-            self._buffer = self._map(self.pages)
-        except OSError as exc:
-            if self.pages == DATA_PAGES:
-                os.close(self.fd)
-                raise PerfRefused(f"perf ring buffer for thread {tid}: {exc.strerror}") from None
-            self.pages = DATA_PAGES
+        self.switch_fd = -1
+        # the larger buffer where switch samples come too, the usual one where the kernel
+        # will not map that much
+        for pages in (SWITCH_DATA_PAGES, DATA_PAGES) if kernel else (DATA_PAGES,):
+            self.pages = pages
             try:
-                self._buffer = self._map(self.pages)
-            except OSError as again:
-                os.close(self.fd)
-                raise PerfRefused(f"perf ring buffer for thread {tid}: {again.strerror}") from None
+                self._buffer = self._map(pages)
+                break
+            except OSError as exc:
+                if pages == DATA_PAGES:
+                    os.close(self.fd)
+                    raise PerfRefused(
+                        f"perf ring buffer for thread {tid}: {exc.strerror}"
+                    ) from None
         # Where the kernel allows kernel-side events, a sample at each of the thread's
         # context switches too, written into the same buffer: its user registers say
         # where the thread was when it left its CPU (preempted, or the system call it
         # blocked in), so a thread read off its CPU is placed where it is, not where the
         # clock last caught it running
-        self.switch_fd = -1
         if kernel and self.pages == SWITCH_DATA_PAGES:
             switch_attr = _Attr(
                 type=_PERF_TYPE_SOFTWARE,
@@ -312,7 +312,7 @@ class ThreadEvent:
         ring_release(self._buffer, head)
 
     def close(self) -> None:
-        if getattr(self, "switch_fd", -1) >= 0:
+        if self.switch_fd >= 0:
             os.close(self.switch_fd)
             self.switch_fd = -1
         with contextlib.suppress(AttributeError, BufferError):

@@ -28,61 +28,56 @@ class SwitchEvidence:
     def _class_at(self, tid: int, index: int, at_ns: int) -> NativeClass | None:
         raise NotImplementedError
 
+    def _last_switch(self, tid: int, at_ns: int) -> tuple[int, str] | None:
+        """(time, kind) of the thread's last context switch before `at_ns`."""
+        switch_times = self._switch_times.get(tid)
+        if not switch_times:
+            return None
+        last = bisect.bisect_right(switch_times, at_ns) - 1
+        return None if last < 0 else (switch_times[last], self._switch_kinds[tid][last])
+
+    def _switch_sample(self, tid: int, switch_ns: int) -> int | None:
+        """The index of the kernel's sample of the switch at `switch_ns` (it precedes the
+        switch record by at most SWITCH_SAMPLE_NS), if there is one."""
+        times = self._times.get(tid) or []
+        index = bisect.bisect_right(times, switch_ns) - 1
+        if index < 0 or switch_ns - times[index] > SWITCH_SAMPLE_NS:
+            return None
+        return index
+
     def in_gil_wait(self, tid: int, at_ns: int) -> bool | None:
         """Whether a thread read running is inside the GIL's wait, by the kernel's sample
         of its last context switch (perf.ThreadEvent): blocked there and not run since
         (woken, waiting for a core), or preempted there. False where that sample is in
         other code, or the thread is on its CPU now; None where there is no such sample."""
-        switch_times = self._switch_times.get(tid)
-        if not switch_times:
+        last = self._last_switch(tid, at_ns)
+        if last is None:
             return None
-        last = bisect.bisect_right(switch_times, at_ns) - 1
-        if last < 0:
-            return None
-        kind = self._switch_kinds[tid][last]
-        if kind == SWITCH_IN:
+        if last[1] == SWITCH_IN:
             return False
-        times = self._times.get(tid) or []
-        index = bisect.bisect_right(times, switch_times[last]) - 1
-        if index < 0 or switch_times[last] - times[index] > SWITCH_SAMPLE_NS:
-            return None
-        return self._class_at(tid, index, at_ns) is NativeClass.GIL
+        index = self._switch_sample(tid, last[0])
+        return None if index is None else self._class_at(tid, index, at_ns) is NativeClass.GIL
 
     def _preemption_sample(self, tid: int, at_ns: int) -> int | None:
         """The index of the kernel's sample of the thread's last context switch before
         `at_ns` where that switch is a preemption (the thread has not run since), if the
         kernel gave one (perf.ThreadEvent's switch samples: where it was preempted)."""
-        switch_times = self._switch_times.get(tid)
-        times = self._times.get(tid)
-        if not switch_times or not times:
+        last = self._last_switch(tid, at_ns)
+        if last is None or last[1] != SWITCH_PREEMPTED:
             return None
-        last = bisect.bisect_right(switch_times, at_ns) - 1
-        if last < 0 or self._switch_kinds[tid][last] != SWITCH_PREEMPTED:
-            return None
-        index = bisect.bisect_right(times, switch_times[last]) - 1
-        if index < 0 or switch_times[last] - times[index] > SWITCH_SAMPLE_NS:
-            return None
-        return index
+        return self._switch_sample(tid, last[0])
 
     def _blocked_in_gil(self, tid: int, block_ns: int | None, at_ns: int) -> bool:
         """Whether the sample the kernel took as the thread blocked (a context switch's
         sample, perf.ThreadEvent: just before the switch record) is in the GIL's code."""
-        times = self._times.get(tid) or []
-        if block_ns is None or not times:
-            return False
-        index = bisect.bisect_right(times, block_ns) - 1
-        if index < 0 or block_ns - times[index] > SWITCH_SAMPLE_NS:
-            return False
-        return self._class_at(tid, index, at_ns) is NativeClass.GIL
+        index = None if block_ns is None else self._switch_sample(tid, block_ns)
+        return index is not None and self._class_at(tid, index, at_ns) is NativeClass.GIL
 
     def _preempted(self, tid: int, at_ns: int) -> bool:
         """Whether the kernel's last context switch of the thread before `at_ns` is a
         preemption: runnable, off its CPU, at the reading."""
-        switch_times = self._switch_times.get(tid)
-        if not switch_times:
-            return False
-        last = bisect.bisect_right(switch_times, at_ns) - 1
-        return last >= 0 and self._switch_kinds[tid][last] == SWITCH_PREEMPTED
+        last = self._last_switch(tid, at_ns)
+        return last is not None and last[1] == SWITCH_PREEMPTED
 
     def _since_last_block(
         self, tid: int, at_ns: int, blocked_ns: int | None
