@@ -127,7 +127,8 @@ class BlockedEvidence:
         """Match the wake-ups since the last drain to the waits read before them."""
         if self.tracer is None:
             return
-        for wakeup in self.tracer.drain():
+        # only a wait read before it can be matched: the other wake-ups are not built
+        for wakeup in self.tracer.drain(self._read_at):
             read = self._read_at.get(wakeup.woken)
             if read is None or wakeup.time_ns < read[0]:
                 continue

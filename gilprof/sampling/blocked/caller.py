@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import struct
 
 from gilprof.native_classes import is_pass_through
 from gilprof.sampling.native.locator import Mappings
@@ -24,6 +25,7 @@ from gilprof.sampling.threadstate.memory import MemoryReadError, TargetMemory
 
 STACK_SCAN_BYTES = 2048  # from the stack pointer up: the C library's frames and the caller's
 MAX_CALLERS = 3  # native frames kept outside the wrappers
+NOT_RETURN_KEPT = 65536  # words remembered as no return address, then forgotten at once
 # The C++ runtime's waits: their caller is the code that waits.
 WAIT_WRAPPER_LIBRARIES = ("libstdc++.so*", "libgcc_s.so*", "libc++.so*", "libc++abi.so*")
 AARCH64_USER_ADDRESS = (1 << 48) - 1
@@ -76,6 +78,10 @@ class CallerChain:
         self.maps = maps or Mappings(pid)
         self.symbols = symbols or SymbolTables(pid)
         self._after_call: dict[int, bool] = {}
+        # words that are no return address into a file, for the maps read as `_rows`: most
+        # of a blocked stack's words, read again at every new block at the same site
+        self._not_return: set[int] = set()
+        self._rows: list[tuple[int, int, int, str]] | None = None
         self._places: dict[int, tuple[str, str, bool]] = {}  # address -> library, symbol, final
 
     def share(self, maps: Mappings, symbols: SymbolTables) -> None:
@@ -94,16 +100,22 @@ class CallerChain:
             except MemoryReadError:
                 return []
         self.maps.refresh(now_ns)
+        if self.maps.rows is not self._rows:  # the maps changed: so may what a word is
+            self._rows = self.maps.rows
+            self._not_return.clear()
         out: list[tuple[str, str, bool]] = []
         seen: set[int] = set()
-        for i in range(0, len(data) - 7, 8):
-            address = int.from_bytes(data[i : i + 8], "little")
+        not_return = self._not_return
+        if len(not_return) > NOT_RETURN_KEPT:
+            not_return.clear()
+        for address in struct.unpack_from(f"<{len(data) // 8}Q", data):
             if self.aarch64:
                 address &= AARCH64_USER_ADDRESS
-            if address in seen or address < 4096:
+            if address in not_return or address in seen or address < 4096:
                 continue
             row = self.maps.find(address)
             if row is None or not row[3].startswith("/") or not self._is_return(address):
+                not_return.add(address)
                 continue
             seen.add(address)
             library, symbol, interpreter = self._place(address, row)

@@ -71,6 +71,7 @@ class Mappings:
         self.rows: list[tuple[int, int, int, str]] = []
         self.files: dict[str, MappedFile] = {}  # each file's identity, to open it (readable_path)
         self.read_at = -MAPS_REFRESH_NS
+        self._text = ""
 
     def refresh(self, now_ns: int) -> None:
         if now_ns - self.read_at < MAPS_REFRESH_NS:
@@ -81,6 +82,9 @@ class Mappings:
                 text = handle.read()
         except OSError:
             return  # the process is gone: keep what we had
+        if text == self._text:
+            return  # reading costs a fifth of parsing, and a rank's maps rarely change
+        self._text = text
         rows = []
         for line in text.splitlines():
             fields = line.split(maxsplit=5)

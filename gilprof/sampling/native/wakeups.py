@@ -47,6 +47,9 @@ _RECORD_SAMPLE, _RECORD_LOST = 9, 2
 PAGES = 8  # per CPU: ~500 wake-ups between two drains (a tick)
 _FIXED = struct.Struct("<IIQI")  # pid, tid, time, raw size
 _RAW = struct.Struct("<HBBi16sii")  # common_type, flags, preempt count, common_pid, comm, pid, prio
+_WHOLE = 8 + _FIXED.size + _RAW.size  # header, fixed fields, raw
+_WOKEN_AT = 8 + _FIXED.size + 24  # the woken pid, after the raw part's first 24 bytes
+_I32 = struct.Struct("<i")
 _IRQ_FLAGS = 0x08 | 0x10  # TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ
 MAX_FILTERED = 200  # threads named in the kernel's filter; more: every wake-up, filtered here
 
@@ -146,28 +149,33 @@ class WakeupTracer:
             libc.ioctl(fd, _IOC_SET_FILTER, buffer)  # refused: every wake-up, filtered below
         self._filter = wanted
 
-    def drain(self) -> list[Wakeup]:
-        """Every wake-up of a followed thread since the last drain, in time order."""
+    def drain(self, woken: Iterable[int] | None = None) -> list[Wakeup]:
+        """Every wake-up of a followed thread (of those in `woken`, where given) since the
+        last drain, in time order; the others are dropped unread."""
         out: list[Wakeup] = []
-        wanted = self._wanted
+        wanted = self._wanted if woken is None else self._wanted.intersection(woken)
         for buffer in self.buffers:
             data, head, tail = ring_data(buffer, PAGES)
             if head == tail:
                 continue
             limit = min(len(data), head - tail)
             offset = 0
+            header, woken_at = _HEADER.unpack_from, _I32.unpack_from
             while offset + 8 <= limit:
-                kind, _misc, length = _HEADER.unpack_from(data, offset)
+                kind, _misc, length = header(data, offset)
                 if length < 8 or offset + length > limit:
                     break
-                if kind == _RECORD_SAMPLE and length >= 8 + _FIXED.size + _RAW.size:
+                if (
+                    kind == _RECORD_SAMPLE
+                    and length >= _WHOLE
+                    and woken_at(data, offset + _WOKEN_AT)[0] in wanted  # most are not
+                ):
                     _pid, _tid, time_ns, _size = _FIXED.unpack_from(data, offset + 8)
                     raw = _RAW.unpack_from(data, offset + 8 + _FIXED.size)
                     _type, flags, _preempt, waker, comm, woken, _prio = raw
-                    if woken in wanted:
-                        irq = bool(flags & _IRQ_FLAGS) or waker == 0
-                        name = comm.split(b"\0", 1)[0].decode("utf-8", "replace")
-                        out.append(Wakeup(time_ns, woken, 0 if irq else waker, name, irq))
+                    irq = bool(flags & _IRQ_FLAGS) or waker == 0
+                    name = comm.split(b"\0", 1)[0].decode("utf-8", "replace")
+                    out.append(Wakeup(time_ns, woken, 0 if irq else waker, name, irq))
                 elif kind == _RECORD_LOST and length >= 24:
                     self.lost += int.from_bytes(data[offset + 16 : offset + 24], "little")
                 offset += length
