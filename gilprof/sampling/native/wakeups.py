@@ -149,11 +149,11 @@ class WakeupTracer:
             libc.ioctl(fd, _IOC_SET_FILTER, buffer)  # refused: every wake-up, filtered below
         self._filter = wanted
 
-    def drain(self, woken: Iterable[int] | None = None) -> list[Wakeup]:
-        """Every wake-up of a followed thread (of those in `woken`, where given) since the
+    def drain(self, only: Iterable[int] | None = None) -> list[Wakeup]:
+        """Every wake-up of a followed thread (of those in `only`, where given) since the
         last drain, in time order; the others are dropped unread."""
         out: list[Wakeup] = []
-        wanted = self._wanted if woken is None else self._wanted.intersection(woken)
+        wanted = self._wanted if only is None else self._wanted.intersection(only)
         for buffer in self.buffers:
             data, head, tail = ring_data(buffer, PAGES)
             if head == tail:
