@@ -25,7 +25,12 @@ bpftrace uprobes on the target's take_gil/drop_gil (benchmarks/uprobe_truth.py) 
 each tool's run, and each tool is judged against the truth of its own seconds. Debian strips
 python3.15; `benchmarks/sid-debug-symbols` installs its symbols from python3.15-dbg.
 
-What this is not: a measure of what each tool costs the target (only each tool's own CPU).
+What each costs the target (`--workload loop`, --cost-rounds, after the shares): the
+workload counts the units of Python work its two threads do (loop_ingress.py --progress).
+Each tool runs in turn with an unsampled window of the same length after it, rotated one
+place per round; a tool's slowdown is the mean rate of the unsampled windows either side
+over its own rate, the tool's start-up included (the target pays for it too). Without the
+uprobes of the truth: they trap every GIL hand-off and would be a cost of their own.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ WORKLOADS = REPO / "tests" / "integration" / "workloads"
 ROOT = Path(os.environ.get("GILPROF_SID_ROOT", "/var/cache/gilprof/sid-root"))
 APPS = {
     "states": ("gil_states.py", ["/mnt/pid"]),
-    "loop": ("loop_ingress.py", ["--seconds", "600"]),
+    "loop": ("loop_ingress.py", ["--seconds", "600", "--progress", "/mnt/progress"]),
 }
 TRUTH = {
     "states": {
@@ -172,10 +177,63 @@ def by_tachyon(pid: int, seconds: float, share: Path, names: dict[int, str]) -> 
     return shares, cpu
 
 
+def _progress(share: Path) -> int:
+    """The units of Python work the loop workload has done (loop_ingress.py --progress)."""
+    try:
+        return int((share / "progress").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        sys.exit("the loop workload wrote no progress")
+
+
+def _rate(share: Path, run: Callable[[], object]) -> float:
+    """The target's units of work a second while `run` ran."""
+    started, done = time.monotonic(), _progress(share)
+    run()
+    return (_progress(share) - done) / (time.monotonic() - started)
+
+
+def target_cost(
+    pid: int, share: Path, seconds: float, rounds: int, names: dict[int, str]
+) -> tuple[dict[str, list[float]], list[float]]:
+    """Per tool, its slowdown of the target in each round (the unsampled rate either side
+    over its own), and the unsampled windows' rates."""
+    tools: list[tuple[str, Callable[[], object]]] = [
+        ("gilprof", lambda: by_gilprof(pid, seconds, share / "cost.json")),
+        ("py-spy", lambda: by_pyspy(pid, seconds, share / "cost.txt", names)),
+        ("Tachyon", lambda: by_tachyon(pid, seconds, share, names)),
+    ]
+    slowdowns: dict[str, list[float]] = {name: [] for name, _ in tools}
+    unsampled = [_rate(share, lambda: time.sleep(seconds))]
+    for round_ in range(rounds):
+        for name, run in tools[round_ % 3 :] + tools[: round_ % 3]:
+            rate = _rate(share, run)
+            unsampled.append(_rate(share, lambda: time.sleep(seconds)))
+            slowdowns[name].append((unsampled[-2] + unsampled[-1]) / 2 / rate)
+    return slowdowns, unsampled
+
+
+def _print_cost(slowdowns: dict[str, list[float]], unsampled: list[float]) -> None:
+    low, high = min(unsampled), max(unsampled)
+    print(
+        f"what each costs the target: its work rate unsampled over sampled, {len(unsampled)} "
+        f"unsampled windows at {low:.0f}-{high:.0f} units/s ({100 * (high / low - 1):.1f}% apart)"
+    )
+    for name, values in slowdowns.items():
+        mean = sum(values) / len(values)
+        each = ", ".join(f"{v:.3f}" for v in values)
+        print(f"  {name:8} {mean:.3f}x  (rounds: {each})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--workload", choices=sorted(APPS), default="states")
+    parser.add_argument(
+        "--cost-rounds",
+        type=int,
+        default=3,
+        help="loop workload: rounds of the cost pass (0: none)",
+    )
     args = parser.parse_args()
     if not (ROOT / ".gilprof-root-complete").exists():
         sys.exit(f"no sid root at {ROOT}: run .ci/sid-root first")
@@ -195,6 +253,9 @@ def main() -> None:
             (tachyon, tachyon_cpu), truth_t = _judged(
                 pid, args.workload, lambda: by_tachyon(pid, args.seconds, share, names)
             )
+            cost = None
+            if args.workload == "loop" and args.cost_rounds > 0:
+                cost = target_cost(pid, share, args.seconds, args.cost_rounds, names)
         except uprobe_truth.TruthError as exc:
             sys.exit(f"no exact truth: {exc} (benchmarks/sid-debug-symbols 3.15 installs them)")
         finally:
@@ -202,6 +263,8 @@ def main() -> None:
             target.wait()
     truths = [_named(t, names) for t in (truth_g, truth_s, truth_t)]
     _print(args, (ours, spy, tachyon), truths, (our_cpu, spy_cpu, tachyon_cpu))
+    if cost is not None:
+        _print_cost(*cost)
 
 
 # the target's thread id -> (held, waiting low, waiting high) shares: the waiting band's
