@@ -106,7 +106,9 @@ def thread_ids(ready: list[str], workload: str) -> dict[str, int]:
     return {name: int(tid) for name, tid in (word.split("=") for word in ready[2:])}
 
 
-def measure(python: str, workload: str, hog_count: int, seconds: float, rate: int) -> list[Cell]:
+def measure(
+    python: str, workload: str, hog_count: int, seconds: float, rate: int, extra: list[str]
+) -> list[Cell]:
     with tempfile.TemporaryDirectory() as tmp, hogs(hog_count):
         out = Path(tmp) / "states.json"
         target = subprocess.Popen(
@@ -126,7 +128,7 @@ def measure(python: str, workload: str, hog_count: int, seconds: float, rate: in
             try:
                 attach = subprocess.run(
                     [sys.executable, "-m", "gilprof", "attach", "--pid", str(pid),
-                     "-d", f"{seconds:g}", "-r", str(rate), "-q", "-o", str(out)],
+                     "-d", f"{seconds:g}", "-r", str(rate), "-q", "-o", str(out), *extra],
                     capture_output=True, text=True, timeout=seconds + 120,
                     env=_common.child_env(),
                 )  # fmt: skip
@@ -235,6 +237,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--attach-arg",
+        action="append",
+        default=[],
+        help="an extra argument for gilprof attach (repeatable), e.g. --attach-arg=--no-realtime",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("states_matrix: the truth's uprobes need root", file=sys.stderr)
@@ -248,11 +256,14 @@ def main() -> int:
                 new = []
                 for _attempt in range(3):
                     try:
-                        new = measure(python, workload, hog_count, args.seconds, args.rate)
+                        new = measure(
+                            python, workload, hog_count, args.seconds, args.rate, args.attach_arg
+                        )
                         break
                     except uprobe_truth.TruthError as exc:
-                        print(f"states_matrix: {python} {workload}: {exc}", file=sys.stderr)
-                        return 1
+                        # bpftrace once failed to raise its locked-memory limit, and the
+                        # next run of the same cell attached: tried again, as a lost event is
+                        print(f"  {python} {workload} hogs {hog_count}: {exc}", file=sys.stderr)
                     except LostEvents as exc:
                         print(f"  {python} {workload} hogs {hog_count}: {exc}", file=sys.stderr)
                 if not new:
