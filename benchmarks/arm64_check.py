@@ -25,7 +25,10 @@ to another mode:
 - native: a spinner (holds), a zlib.compress loop (native, placed in libz by the native
   locator), an Event waiter (idle in futex);
 - host, device: overlap_loop.py --shape host|device, reported with --steps LOG
-  --device-wait wait_for_device: the verdicts host and device.
+  --device-wait wait_for_device: the verdicts host and device;
+- waits-short, waits-reacquire, waits-preempted, waits-three (not in the default --checks):
+  gil_waits.py's held-out shapes against the uprobe truth, each thread's waiting share within
+  5 points or 3 binomial SE where wider (issue 34's aarch64 bar).
 
 Exit status 1 when a check fails. CI does not run it (it needs the VM: root, ~8 min to
 build, ~30 s to boot).
@@ -34,6 +37,7 @@ build, ~30 s to boot).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import subprocess
@@ -201,42 +205,89 @@ def check_holds(tmp: Path, args: argparse.Namespace, python: str = TARGET) -> di
     }
 
 
-def check_contend(tmp: Path, args: argparse.Namespace) -> dict:
-    proc, ids = _spawn(CONTEND, tmp, "contend")
+def _attach_with_truth(
+    pid: int, ids: dict[str, int], tmp: Path, name: str, args: argparse.Namespace
+) -> tuple[dict, dict]:
+    """One attach, and the uprobe truth per thread name over its whole run (the workloads are
+    stationary), or {"error": why} / {} without it."""
     truth: dict = {}
+    trace = None
+    if args.truth:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import uprobe_truth
+        from uprobe_truth import GilTrace, TruthError
+
+        uprobe_truth.READY_TIMEOUT_S = 600.0  # bpftrace compiles its program emulated
+
+        try:
+            # Debian's LTO build inlines drop_gil into PyEval_SaveThread (gdb: its code
+            # calls pthread_cond_signal itself), which time.sleep and zlib release by
+            trace = GilTrace(pid, also_drop=("PyEval_SaveThread",))
+            trace.start()
+        except TruthError as exc:
+            truth = {"error": str(exc)}
+    t0 = time.monotonic()
     try:
-        trace = None
-        if args.truth:
-            sys.path.insert(0, str(ROOT / "benchmarks"))
-            import uprobe_truth
-            from uprobe_truth import GilTrace, TruthError
-
-            uprobe_truth.READY_TIMEOUT_S = 600.0  # bpftrace compiles its program emulated
-
-            try:
-                # Debian's LTO build inlines drop_gil into PyEval_SaveThread (gdb: its code
-                # calls pthread_cond_signal itself), which time.sleep and zlib release by
-                trace = GilTrace(proc.pid, also_drop=("PyEval_SaveThread",))
-                trace.start()
-            except TruthError as exc:
-                truth = {"error": str(exc)}
-        t0 = time.monotonic()
-        result = _attach(proc.pid, tmp, "contend", args)
-        t1 = time.monotonic()
+        result = _attach(pid, tmp, name, args)
+    finally:
         if trace is not None:
             trace.stop()
-            # the workload is stationary: the attach's whole run is the window
-            gil = trace.truth(t0, t1, ids.values())
-            truth = {
-                name: {
-                    "held": round(gil.threads[tid].held_s / gil.seconds, 4),
-                    "wait": round(gil.threads[tid].waiting_s / gil.seconds, 4),
-                }
-                for name, tid in ids.items()
-                if tid in gil.threads
+    t1 = time.monotonic()
+    if trace is not None:
+        gil = trace.truth(t0, t1, ids.values())
+        truth = {
+            thread: {
+                "held": round(gil.threads[tid].held_s / gil.seconds, 4),
+                "wait": round(gil.threads[tid].waiting_s / gil.seconds, 4),
             }
-            truth["_window_s"] = round(gil.seconds, 2)
-            truth["_events"] = gil.events
+            for thread, tid in ids.items()
+            if tid in gil.threads
+        }
+        truth["_window_s"] = round(gil.seconds, 2)
+        truth["_events"] = gil.events
+    return result, truth
+
+
+def check_waits(shape: str, tmp: Path, args: argparse.Namespace) -> dict:
+    """gil_waits.py --shape SHAPE (the held-out workloads of issue 34) against the truth:
+    each thread's waiting share within 5 points, or 3 binomial SE where that is wider."""
+    proc = subprocess.Popen(
+        [TARGET, str(WORKLOADS / "gil_waits.py"), "--shape", shape, "--seconds", "900"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready = proc.stdout.readline().split() if proc.stdout else []
+        if ready[:1] != ["ready"]:
+            return {"wrong": [f"gil_waits.py --shape {shape} did not start: {ready}"]}
+        ids = {name: int(tid) for name, tid in (word.split("=") for word in ready[2:])}
+        time.sleep(2)
+        result, truth = _attach_with_truth(proc.pid, ids, tmp, f"waits-{shape}", args)
+    finally:
+        proc.kill()
+        proc.wait()
+    threads = _threads(result["report"])
+    wrong = _states_mode(result)
+    ticks = args.rate * args.seconds
+    errors = {}
+    for name in ids:
+        exact = truth.get(name)
+        if not isinstance(exact, dict) or name not in threads:
+            wrong.append(f"{name}: no truth or no reading ({truth.get('error', '')})")
+            continue
+        p = exact["wait"]
+        tolerance = max(0.05, 3 * math.sqrt(max(p * (1 - p), 0.01) / ticks))
+        errors[name] = {key: round(threads[name][key] - exact[key], 4) for key in ("held", "wait")}
+        if abs(errors[name]["wait"]) > tolerance:
+            wrong.append(f"{name} wait {threads[name]['wait']} vs truth {p} (> {tolerance:.3f})")
+    return {"threads": threads, "truth": truth, "errors": errors, "wrong": wrong}
+
+
+def check_contend(tmp: Path, args: argparse.Namespace) -> dict:
+    proc, ids = _spawn(CONTEND, tmp, "contend")
+    try:
+        result, truth = _attach_with_truth(proc.pid, ids, tmp, "contend", args)
     finally:
         proc.kill()
         proc.wait()
@@ -396,6 +447,8 @@ def inside(args: argparse.Namespace) -> int:
         "host": lambda tmp, a: check_loop("host", tmp, a),
         "device": lambda tmp, a: check_loop("device", tmp, a),
     }
+    for shape in ("short", "reacquire", "preempted", "three"):
+        checks[f"waits-{shape}"] = functools.partial(check_waits, shape)
     with tempfile.TemporaryDirectory(prefix="gilprof-arm64-") as tmp:
         for name in args.checks.split(","):
             started = time.monotonic()
