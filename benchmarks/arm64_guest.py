@@ -50,8 +50,17 @@ def _attach(pid: int, tmp: Path, name: str, args: argparse.Namespace) -> dict:
         raise RuntimeError(f"attach exited {run.returncode}: {run.stderr.strip()[-400:]}")
     report = _gilprof("report", str(out), "--format", "json", timeout=600)
     data = json.loads(report.stdout)
+    from gilprof.profile import Profile  # the guest's venv has it
+
+    profile = Profile.load(str(out))
+    origin = profile.sampling.origin_monotonic
     return {
         "report": data,
+        # the profile's windows on CLOCK_MONOTONIC: the truth is cut to them (emulated, the
+        # attach's start-up alone takes tens of seconds, with the target beside it)
+        "windows": []
+        if origin is None
+        else [(origin + w.t0, origin + w.t1) for w in profile.windows],
         "leaves": _leaves(out),
         "native": _native_leaves(out),
         "stderr": run.stderr,
@@ -150,8 +159,8 @@ def _sample_workload(
 def _attach_with_truth(
     pid: int, ids: dict[str, int], tmp: Path, name: str, args: argparse.Namespace
 ) -> tuple[dict, dict]:
-    """One attach, and the uprobe truth per thread name over its whole run (the workloads are
-    stationary), or {"error": why} / {} without it."""
+    """One attach, and the uprobe truth per thread name over the profile's windows (its whole
+    run where it has none), or {"error": why} / {} without it."""
     truth: dict = {}
     trace = None
     if args.truth:
@@ -176,15 +185,18 @@ def _attach_with_truth(
             trace.stop()
     t1 = time.monotonic()
     if trace is not None:
-        gil = trace.truth(t0, t1, ids.values())
+        cuts = [trace.truth(a, b, ids.values()) for a, b in result["windows"] or [(t0, t1)]]
+        seconds = sum(gil.seconds for gil in cuts)
         truth = {
             thread: {
-                "held": round(gil.threads[tid].held_s / gil.seconds, 4),
-                "wait": round(gil.threads[tid].waiting_s / gil.seconds, 4),
+                key: round(sum(getattr(gil.threads[tid], f"{key}_s") for gil in cuts) / seconds, 4)
+                for key in ("held", "waiting")
             }
             for thread, tid in ids.items()
-            if tid in gil.threads
+            if all(tid in gil.threads for gil in cuts)
         }
-        truth["_window_s"] = round(gil.seconds, 2)
-        truth["_events"] = gil.events
+        for shares in truth.values():
+            shares["wait"] = shares.pop("waiting")
+        truth["_window_s"] = round(seconds, 2)
+        truth["_events"] = sum(gil.events for gil in cuts)
     return result, truth
