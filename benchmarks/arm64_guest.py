@@ -9,6 +9,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gilprof.profile import Profile
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = "/usr/bin/python3.11"  # Debian's python3 in the guest
@@ -61,18 +65,15 @@ def _attach(pid: int, tmp: Path, name: str, args: argparse.Namespace) -> dict:
         "windows": []
         if origin is None
         else [(origin + w.t0, origin + w.t1) for w in profile.windows],
-        "leaves": _leaves(out),
-        "native": _native_leaves(out),
+        "leaves": _leaves(profile),
+        "native": _native_leaves(profile),
         "stderr": run.stderr,
         "attach_s": attach_s,
     }
 
 
-def _leaves(path: Path) -> dict[str, dict[str, float]]:
+def _leaves(profile: Profile) -> dict[str, dict[str, float]]:
     """Per thread name: its leaf frames ('name file') -> share of its readings."""
-    from gilprof.profile import Profile
-
-    profile = Profile.load(str(path))
     out: dict[str, dict[str, float]] = {}
     totals: dict[str, float] = {}
     for index, count in profile.state_totals().items():
@@ -90,13 +91,11 @@ def _leaves(path: Path) -> dict[str, dict[str, float]]:
     }
 
 
-def _native_leaves(path: Path) -> dict[str, dict[str, float]]:
+def _native_leaves(profile: Profile) -> dict[str, dict[str, float]]:
     """Per thread name: the share of its readings per native leaf frame ('STATE place
     [native:CLASS]'): what its native readings were, and those counted waiting."""
     from gilprof.native_classes import native_class_of
-    from gilprof.profile import Profile
 
-    profile = Profile.load(str(path))
     out: dict[str, dict[str, float]] = {}
     totals: dict[str, float] = {}
     for index, count in profile.state_totals().items():
@@ -189,14 +188,12 @@ def _attach_with_truth(
         seconds = sum(gil.seconds for gil in cuts)
         truth = {
             thread: {
-                key: round(sum(getattr(gil.threads[tid], f"{key}_s") for gil in cuts) / seconds, 4)
-                for key in ("held", "waiting")
+                "held": round(sum(gil.threads[tid].held_s for gil in cuts) / seconds, 4),
+                "wait": round(sum(gil.threads[tid].waiting_s for gil in cuts) / seconds, 4),
             }
             for thread, tid in ids.items()
             if all(tid in gil.threads for gil in cuts)
         }
-        for shares in truth.values():
-            shares["wait"] = shares.pop("waiting")
         truth["_window_s"] = round(seconds, 2)
         truth["_events"] = sum(gil.events for gil in cuts)
     return result, truth

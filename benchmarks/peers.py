@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import os
 import resource
@@ -111,16 +112,33 @@ def start_target(share: Path, workload: str) -> tuple[subprocess.Popen, int]:
     sys.exit("the target did not start")
 
 
+GILPROF_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def gilprof_command(pid: int, seconds: float, out: Path) -> list[str]:
+    return [sys.executable, "-m", "gilprof", "attach", "--pid", str(pid), "-d", str(seconds),
+            "-q", "-o", str(out)]  # fmt: skip
+
+
+def pyspy_command(pid: int, seconds: float, out: Path, rate: int = 100) -> list[str]:
+    cmd = ["py-spy", "record", "--gil", "--idle", "--threads", "--nonblocking", "-r", str(rate)]
+    return [*cmd, "-d", str(int(seconds)), "-f", "raw", "-o", str(out), "-p", str(pid)]
+
+
+def tachyon_command(pid: int, seconds: float) -> list[str]:
+    cmd = ["nsenter", "--target", str(pid), "--pid", "--mount", "--root", "--wd"]
+    cmd += ["python3.15", "-m", "profiling.sampling", "attach", "-a", "-d", str(int(seconds))]
+    return [*cmd, "--mode", "wall", "--gecko", "-o", "/mnt/tachyon.gecko", "1"]
+
+
 def by_gilprof(pid: int, seconds: float, out: Path) -> tuple[dict, dict[int, str], float]:
     """Per-thread (held, waiting) by name, each thread's name by its id, gilprof's CPU."""
-    cmd = [sys.executable, "-m", "gilprof", "attach", "--pid", str(pid), "-d", str(seconds)]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    run, cpu = _measured([*cmd, "-q", "-o", str(out)], env=env)
+    run, cpu = _measured(gilprof_command(pid, seconds, out), env=GILPROF_ENV)
     if run.returncode != 0:
         sys.exit(f"gilprof failed: {run.stderr}")
     report = subprocess.run(
         [sys.executable, "-m", "gilprof", "report", str(out), "--format", "json"],
-        capture_output=True, text=True, check=True, env=env,
+        capture_output=True, text=True, check=True, env=GILPROF_ENV,
     )  # fmt: skip
     data = json.loads(report.stdout)
     threads = data["gil"]["threads"]
@@ -130,9 +148,7 @@ def by_gilprof(pid: int, seconds: float, out: Path) -> tuple[dict, dict[int, str
 
 def by_pyspy(pid: int, seconds: float, out: Path, names: dict[int, str]) -> tuple[dict, float]:
     rate = 100
-    cmd = ["py-spy", "record", "--gil", "--idle", "--threads", "--nonblocking", "-r", str(rate)]
-    cmd += ["-d", str(int(seconds)), "-f", "raw", "-o", str(out), "-p", str(pid)]
-    run, cpu = _measured(cmd)
+    run, cpu = _measured(pyspy_command(pid, seconds, out, rate))
     if not out.exists():
         sys.exit(f"py-spy failed: {run.stdout}{run.stderr}")
     held: collections.Counter[str] = collections.Counter()
@@ -149,10 +165,7 @@ def by_pyspy(pid: int, seconds: float, out: Path, names: dict[int, str]) -> tupl
 
 
 def by_tachyon(pid: int, seconds: float, share: Path, names: dict[int, str]) -> tuple[dict, float]:
-    cmd = ["nsenter", "--target", str(pid), "--pid", "--mount", "--root", "--wd"]
-    cmd += ["python3.15", "-m", "profiling.sampling", "attach", "-a", "-d", str(int(seconds))]
-    cmd += ["--mode", "wall", "--gecko", "-o", "/mnt/tachyon.gecko", "1"]
-    run, cpu = _measured(cmd)
+    run, cpu = _measured(tachyon_command(pid, seconds))
     path = share / "tachyon.gecko"
     if not path.exists():
         sys.exit(f"Tachyon failed: {run.stdout}{run.stderr}")
@@ -193,20 +206,24 @@ def _rate(share: Path, run: Callable[[], object]) -> float:
 
 
 def target_cost(
-    pid: int, share: Path, seconds: float, rounds: int, names: dict[int, str]
+    pid: int, share: Path, seconds: float, rounds: int
 ) -> tuple[dict[str, list[float]], list[float]]:
     """Per tool, its slowdown of the target in each round (the unsampled rate either side
-    over its own), and the unsampled windows' rates."""
-    tools: list[tuple[str, Callable[[], object]]] = [
-        ("gilprof", lambda: by_gilprof(pid, seconds, share / "cost.json")),
-        ("py-spy", lambda: by_pyspy(pid, seconds, share / "cost.txt", names)),
-        ("Tachyon", lambda: by_tachyon(pid, seconds, share, names)),
+    over its own), and the unsampled windows' rates. A window runs the tool's command only:
+    gilprof's report and the parsing of each tool's output come after it."""
+    tools: list[tuple[str, list[str], dict[str, str] | None]] = [
+        ("gilprof", gilprof_command(pid, seconds, share / "cost.json"), GILPROF_ENV),
+        ("py-spy", pyspy_command(pid, seconds, share / "cost.txt"), None),
+        ("Tachyon", tachyon_command(pid, seconds), None),
     ]
-    slowdowns: dict[str, list[float]] = {name: [] for name, _ in tools}
+    slowdowns: dict[str, list[float]] = {name: [] for name, _, _ in tools}
     unsampled = [_rate(share, lambda: time.sleep(seconds))]
     for round_ in range(rounds):
-        for name, run in tools[round_ % 3 :] + tools[: round_ % 3]:
-            rate = _rate(share, run)
+        turn = round_ % len(tools)
+        for name, cmd, env in tools[turn:] + tools[:turn]:
+            rate = _rate(
+                share, functools.partial(subprocess.run, cmd, capture_output=True, env=env)
+            )
             unsampled.append(_rate(share, lambda: time.sleep(seconds)))
             slowdowns[name].append((unsampled[-2] + unsampled[-1]) / 2 / rate)
     return slowdowns, unsampled
@@ -255,7 +272,7 @@ def main() -> None:
             )
             cost = None
             if args.workload == "loop" and args.cost_rounds > 0:
-                cost = target_cost(pid, share, args.seconds, args.cost_rounds, names)
+                cost = target_cost(pid, share, args.seconds, args.cost_rounds)
         except uprobe_truth.TruthError as exc:
             sys.exit(f"no exact truth: {exc} (benchmarks/sid-debug-symbols 3.15 installs them)")
         finally:
