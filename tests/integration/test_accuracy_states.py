@@ -75,15 +75,27 @@ def test_held_and_waiting_match_the_kernel(spawn, tmp_path: Path, minor: str) ->
         python = sid_python(minor.removeprefix("sid-"))
     else:
         python = sys.executable if minor == "default" else require_interpreter(minor)
-    target = spawn(
-        [python, str(WORKLOADS / "loop_ingress.py"), "--seconds", "60"], stdin=subprocess.PIPE
-    )
-    assert target.stdout is not None
-    ready = target.stdout.readline().decode().split()
-    assert ready[:1] == ["ready"], ready
-    tids = {"loop": int(ready[2]), "ingress": int(ready[3])}
+    for attempt in (1, 2):
+        target = spawn(
+            [python, str(WORKLOADS / "loop_ingress.py"), "--seconds", "60"], stdin=subprocess.PIPE
+        )
+        assert target.stdout is not None
+        ready = target.stdout.readline().decode().split()
+        assert ready[:1] == ["ready"], ready
+        tids = {"loop": int(ready[2]), "ingress": int(ready[3])}
+        try:
+            trace = truth_module.start_trace(target.pid)
+            break
+        except truth_module.TruthError as exc:
+            # bpftrace's start failed in one fresh-clone run and one benchmark run ("couldn't
+            # set RLIMIT_MEMLOCK", nothing attached in 90 s) and the next start worked both
+            # times: a new target and a new trace, once; the truth is not gilprof's reading
+            target.kill()
+            target.wait(timeout=10)
+            if attempt == 2:
+                raise
+            print(f"the truth did not start, tried again: {exc}")
     out = tmp_path / "states.json"
-    trace = truth_module.start_trace(target.pid)
     try:
         attach = spawn(
             gilprof_cmd(

@@ -56,6 +56,7 @@ __all__ = [
 
 MAX_THREADS = 4096
 MAX_DEPTH = 128  # frames read per stack; deeper stacks keep their innermost MAX_DEPTH
+FRAME_PAGE = 4096
 _MAX_NAME = 1024
 _SYMBOLS = ("_PyRuntime", "PyCode_Type", "Py_Version")
 
@@ -274,16 +275,28 @@ class Interpreter:
             frame = mem.pointer(tstate + lay.tstate_frame)
         frames: list[Frame] = []
         header = lay.frame_header_size
+        # 3.11+ frames sit in the thread's data stack, each caller below its callee: one read
+        # from the start of a frame's page serves the callers on that page too (one to three
+        # reads for a 20-frame stack, where each frame took one). 3.10's
+        # frames are heap objects, read one by one. 4096 divides every page size Linux uses.
+        owner = lay.frame_owner
+        chunked = owner is not None
+        window, window_start, window_end = b"", 0, 0
         depth = 0
         while frame and depth < MAX_DEPTH:
             depth += 1
-            raw = mem.read(frame, header)
+            if not chunked:
+                raw = mem.read(frame, header)
+            else:
+                if not window_start <= frame <= window_end - header:
+                    window_start = frame & ~(FRAME_PAGE - 1)
+                    window_end = frame + header
+                    window = mem.read(window_start, window_end - window_start)
+                raw = window[frame - window_start : frame - window_start + header]
             code = int.from_bytes(raw[lay.frame_code : lay.frame_code + 8], "little")
             code &= ~lay.code_tag_bits
             previous = int.from_bytes(raw[lay.frame_previous : lay.frame_previous + 8], "little")
-            shim = (
-                lay.skips_shim_frames and lay.frame_owner is not None and raw[lay.frame_owner] >= 3
-            )
+            shim = owner is not None and lay.skips_shim_frames and raw[owner] >= 3
             if not shim:
                 python_frame = self.code_frame(code)
                 if python_frame is not None:
