@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -155,6 +156,20 @@ def _sample_workload(
         proc.wait()
 
 
+def _sched_events() -> bool:
+    """Whether the trace can take the scheduler's tracepoints: tracefs mounted (here if it
+    is not yet, as uprobe_truth.start_trace does on the host)."""
+    tracing = "/sys/kernel/tracing"
+    if not os.path.exists(f"{tracing}/events/sched/sched_switch") and os.path.isdir(tracing):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", tracing], capture_output=True)
+    return os.path.exists(f"{tracing}/events/sched/sched_switch")
+
+
+def _runnable_share(cuts: list, tid: int, seconds: float) -> float | None:
+    parts = [gil.threads[tid].waiting_runnable_s for gil in cuts]
+    return None if None in parts else round(sum(parts) / seconds, 4)
+
+
 def _attach_with_truth(
     pid: int, ids: dict[str, int], tmp: Path, name: str, args: argparse.Namespace
 ) -> tuple[dict, dict]:
@@ -172,7 +187,7 @@ def _attach_with_truth(
         try:
             # Debian's LTO build inlines drop_gil into PyEval_SaveThread (gdb: its code
             # calls pthread_cond_signal itself), which time.sleep and zlib release by
-            trace = GilTrace(pid, also_drop=("PyEval_SaveThread",))
+            trace = GilTrace(pid, sched=_sched_events(), also_drop=("PyEval_SaveThread",))
             trace.start()
         except TruthError as exc:
             truth = {"error": str(exc)}
@@ -190,6 +205,9 @@ def _attach_with_truth(
             thread: {
                 "held": round(sum(gil.threads[tid].held_s for gil in cuts) / seconds, 4),
                 "wait": round(sum(gil.threads[tid].waiting_s for gil in cuts) / seconds, 4),
+                # of the wait, runnable but off every CPU (the scheduler's events; None
+                # without them): where the reader sees "running" and reads native
+                "wait_runnable": _runnable_share(cuts, tid, seconds),
             }
             for thread, tid in ids.items()
             if all(tid in gil.threads for gil in cuts)
