@@ -316,3 +316,49 @@ def test_the_condvar_count_goes_to_the_running_threads_the_evidence_puts_in_the_
     reader._waiting_while_running([1, 2, 3], extra, states, out, 0)
     assert {tid for tid, s in states.items() if s is ThreadState.WAITING} == expected
     assert out.woken_waiters == len(expected)
+
+
+class _HandOffInterpreter(_FakeInterpreter):
+    """Thread 1 holds the GIL at the tick's first read; `after` holds it at the re-read."""
+
+    def __init__(self, after: int | None) -> None:
+        super().__init__()
+        self.reads = [(1, 1, 0), (0 if after is None else 1, after, 0)]
+
+    def gil_state(self):
+        return self.reads.pop(0)
+
+
+@pytest.mark.parametrize(
+    ("after", "reread", "expected", "released"),
+    [
+        (None, "same", ThreadState.IDLE, 1),  # let go, still in the very call: never held there
+        (2, "same", ThreadState.IDLE, 1),  # the same, the GIL handed to another thread
+        (1, "same", ThreadState.HELD, 0),  # still the holder: it holds the GIL in the call
+        (None, "other", ThreadState.HELD, 0),  # let go, left that call: undetermined, as read
+    ],
+)
+def test_a_holder_read_blocked_is_idle_only_when_it_let_go_before_the_call(
+    after: int | None, reread: str, expected: ThreadState, released: int
+) -> None:
+    interpreter = _HandOffInterpreter(after)
+    reader = StateReader.__new__(StateReader)
+    reader.__dict__.update(
+        interpreter=interpreter,
+        period=0.01,
+        threads={},
+        _threads_at=-1e9,
+        _last={},
+        _blocked_stacks={},
+        cond_check=True,
+        locator=None,
+        _blocked_at={},
+        evidence=BlockedEvidence(0, None, False, "/no/interpreter"),
+    )
+    sleep = b"230 0x1 0x0 0x7ffd0 0x0 0x0 0x0 0x7ffc8 0x7f00\n"
+    again = sleep if reread == "same" else b"running\n"
+    reader.files = _FakeFiles({1: [sleep, again], 2: [b"running\n"]})  # type: ignore[assignment]
+    out = Recording()
+    readings = reader.tick(0.0, out)
+    assert readings[1][0] is expected
+    assert out.holder_released == released
