@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -156,15 +155,6 @@ def _sample_workload(
         proc.wait()
 
 
-def _sched_events() -> bool:
-    """Whether the trace can take the scheduler's tracepoints: tracefs mounted (here if it
-    is not yet, as uprobe_truth.start_trace does on the host)."""
-    tracing = "/sys/kernel/tracing"
-    if not os.path.exists(f"{tracing}/events/sched/sched_switch") and os.path.isdir(tracing):
-        subprocess.run(["mount", "-t", "tracefs", "nodev", tracing], capture_output=True)
-    return os.path.exists(f"{tracing}/events/sched/sched_switch")
-
-
 def _runnable_share(cuts: list, tid: int, seconds: float) -> float | None:
     parts = [gil.threads[tid].waiting_runnable_s for gil in cuts]
     return None if None in parts else round(sum(parts) / seconds, 4)
@@ -180,14 +170,14 @@ def _attach_with_truth(
     if args.truth:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         import uprobe_truth
-        from uprobe_truth import GilTrace, TruthError
+        from uprobe_truth import GilTrace, TruthError, sched_tracepoints
 
         uprobe_truth.READY_TIMEOUT_S = 600.0  # bpftrace compiles its program emulated
 
         try:
             # Debian's LTO build inlines drop_gil into PyEval_SaveThread (gdb: its code
             # calls pthread_cond_signal itself), which time.sleep and zlib release by
-            trace = GilTrace(pid, sched=_sched_events(), also_drop=("PyEval_SaveThread",))
+            trace = GilTrace(pid, sched=sched_tracepoints(), also_drop=("PyEval_SaveThread",))
             trace.start()
         except TruthError as exc:
             truth = {"error": str(exc)}

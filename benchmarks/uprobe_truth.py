@@ -297,15 +297,20 @@ def start_trace(pid: int) -> GilTrace:
     mounted, else of the GIL's alone. bpftrace finds tracepoints in tracefs; a machine
     that does not mount it (this one) gets it mounted (`mount -t tracefs nodev
     /sys/kernel/tracing`, root: the trace needs root anyway)."""
+    trace = GilTrace(pid, sched=sched_tracepoints())
+    trace.start()
+    return trace
+
+
+def sched_tracepoints() -> bool:
+    """Whether bpftrace can take the scheduler's tracepoints: tracefs mounted, here if it is
+    not yet (root: the trace needs root anyway)."""
     switch = f"{TRACEFS}/events/sched/sched_switch"
     if not os.path.exists(switch) and os.path.isdir(TRACEFS) and shutil.which("mount"):
         subprocess.run(
             ["mount", "-t", "tracefs", "nodev", TRACEFS], capture_output=True, check=False
         )
-    sched = os.path.exists(switch)
-    trace = GilTrace(pid, sched=sched)
-    trace.start()
-    return trace
+    return os.path.exists(switch)
 
 
 # -- the command line and the three-spinner check --------------------------------------------

@@ -251,10 +251,8 @@ class _FakeFiles:
         pass
 
 
-def test_a_thread_blocked_in_the_same_call_keeps_its_stack_without_a_read() -> None:
-    """Stacks are the reader's largest cost: one still blocked in the very same system call
-    (number, arguments, stack pointer, pc) is not read again; any change reads it."""
-    interpreter = _FakeInterpreter()
+def _bare_reader(interpreter) -> StateReader:
+    """A StateReader over a fake interpreter: no process, no locator, no evidence."""
     reader = StateReader.__new__(StateReader)
     reader.__dict__.update(
         interpreter=interpreter,
@@ -268,6 +266,14 @@ def test_a_thread_blocked_in_the_same_call_keeps_its_stack_without_a_read() -> N
         _blocked_at={},
         evidence=BlockedEvidence(0, None, False, "/no/interpreter"),
     )
+    return reader
+
+
+def test_a_thread_blocked_in_the_same_call_keeps_its_stack_without_a_read() -> None:
+    """Stacks are the reader's largest cost: one still blocked in the very same system call
+    (number, arguments, stack pointer, pc) is not read again; any change reads it."""
+    interpreter = _FakeInterpreter()
+    reader = _bare_reader(interpreter)
     sleep = b"230 0x1 0x0 0x7ffd0 0x0 0x0 0x0 0x7ffc8 0x7f00\n"
     other = b"230 0x1 0x0 0x7ffe0 0x0 0x0 0x0 0x7ffd8 0x7f00\n"
     reader.files = _FakeFiles({1: [b"running\n"] * 4, 2: [sleep, sleep, other, b"running\n"]})  # type: ignore[assignment]
@@ -342,19 +348,7 @@ def test_a_holder_read_blocked_is_idle_only_when_it_let_go_before_the_call(
     after: int | None, reread: str, expected: ThreadState, released: int
 ) -> None:
     interpreter = _HandOffInterpreter(after)
-    reader = StateReader.__new__(StateReader)
-    reader.__dict__.update(
-        interpreter=interpreter,
-        period=0.01,
-        threads={},
-        _threads_at=-1e9,
-        _last={},
-        _blocked_stacks={},
-        cond_check=True,
-        locator=None,
-        _blocked_at={},
-        evidence=BlockedEvidence(0, None, False, "/no/interpreter"),
-    )
+    reader = _bare_reader(interpreter)
     sleep = b"230 0x1 0x0 0x7ffd0 0x0 0x0 0x0 0x7ffc8 0x7f00\n"
     again = sleep if reread == "same" else b"running\n"
     reader.files = _FakeFiles({1: [sleep, again], 2: [b"running\n"]})  # type: ignore[assignment]

@@ -280,12 +280,11 @@ class Interpreter:
         # reads for a 20-frame stack, where each frame took one). 3.10's
         # frames are heap objects, read one by one. 4096 divides every page size Linux uses.
         owner = lay.frame_owner
-        chunked = owner is not None
         window, window_start, window_end = b"", 0, 0
         depth = 0
         while frame and depth < MAX_DEPTH:
             depth += 1
-            if not chunked:
+            if owner is None:
                 raw = mem.read(frame, header)
             else:
                 if not window_start <= frame <= window_end - header:
