@@ -102,11 +102,15 @@ class ThreadNames:
     (those that never held the GIL while sampled). The reader cannot read them cheaply (a
     name is an attribute of a `threading.Thread` object), so `py-spy dump --nonblocking`
     reads them, in the background, at start and when an unnamed thread appears (at most
-    every REFRESH_S): it does not pause the target either."""
+    every REFRESH_S): it does not pause the target either. A nonblocking dump reads a
+    running target and fails now and then (measured: 27 of 200 on a torch worker, "Failed
+    to get stack traces"), so a failed dump is tried again at once, TRIES times."""
 
     REFRESH_S = 30.0
     FIRST_REFRESH_S = 1.0  # a just-started target's threads appear in its first seconds
     FIRST_WAIT_S = 5.0  # how long the first dump may hold up the first window
+    NAMING_WAIT_S = 2.0  # how long a window with unnamed threads waits for a dump in flight
+    TRIES = 4
 
     def __init__(self, binary: str, pid: int) -> None:
         self.binary = binary
@@ -139,14 +143,21 @@ class ThreadNames:
         from gilprof.sampling.processes import child_process
 
         cmd = [self.binary, "dump", "--pid", str(self.pid), "--json", "--nonblocking"]
-        try:
-            with child_process(
-                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-            ) as child:
-                out, _ = child.proc.communicate(timeout=30)
-            threads = json.loads(out or b"[]")
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            return  # names are a courtesy: the ids stand in for them
+        threads: object = []
+        for _ in range(self.TRIES):
+            try:
+                with child_process(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                ) as child:
+                    out, _ = child.proc.communicate(timeout=30)
+                threads = json.loads(out or b"[]")
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                return  # names are a courtesy: the ids stand in for them
+            if child.proc.returncode == 0 and threads:
+                break  # else a torn read of the running target: read it again
         for thread in threads if isinstance(threads, list) else []:
             name = thread.get("thread_name")
             if not isinstance(name, str) or not name:
@@ -159,9 +170,12 @@ class ThreadNames:
                     self.names[tid] = name
 
     def name_samples(self, samples: list[Sample]) -> list[Sample]:
-        """The samples with the names known; asks for a refresh when one is missing."""
+        """The samples with the names known; when one is missing, asks for a refresh and
+        waits up to NAMING_WAIT_S for it, so that a window's own threads are named in it."""
         if any(sample.tid not in self.names for sample in samples):
             self.refresh()
+            if self._running is not None:
+                self._running.join(self.NAMING_WAIT_S)
         return [
             replace(sample, thread_name=self.names[sample.tid])
             if sample.tid in self.names
