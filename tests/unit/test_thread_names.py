@@ -5,6 +5,7 @@ exit 1, nothing on stdout), then prints the threads."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -19,9 +20,8 @@ THREADS = [
 
 def fake_dump(tmp_path: Path, failures: int) -> tuple[str, Path]:
     calls = tmp_path / "calls"
-    script = tmp_path / "py-spy"
+    script = tmp_path / "fake_dump.py"
     script.write_text(
-        f"#!{sys.executable}\n"
         "import sys\n"
         "from pathlib import Path\n"
         f"calls = Path({str(calls)!r})\n"
@@ -32,8 +32,11 @@ def fake_dump(tmp_path: Path, failures: int) -> tuple[str, Path]:
         "    sys.exit(1)\n"
         f"print({json.dumps(json.dumps(THREADS))})\n"
     )
-    script.chmod(0o755)
-    return str(script), calls
+    # a shell wrapper, not a shebang: a shebang cannot hold an interpreter path with a space
+    binary = tmp_path / "py-spy"
+    binary.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(script))}\n")
+    binary.chmod(0o755)
+    return str(binary), calls
 
 
 def sample(tid: int) -> Sample:
