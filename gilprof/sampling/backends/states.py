@@ -124,11 +124,16 @@ class ThreadNames:
 
     def first(self) -> None:
         """The first dump, waited for (up to FIRST_WAIT_S) so the first window is named."""
-        self.refresh()
-        if self._running is not None:
-            self._running.join(self.FIRST_WAIT_S)
+        self.refresh(wait_s=self.FIRST_WAIT_S)
 
-    def refresh(self) -> None:
+    def refresh(self, wait_s: float = 0.0) -> None:
+        """Start a dump unless one runs or the gap has not passed; then wait up to wait_s
+        for the dump in flight (none: at once)."""
+        self._start()
+        if wait_s > 0 and self._running is not None:
+            self._running.join(wait_s)
+
+    def _start(self) -> None:
         if self._running is not None and self._running.is_alive():
             return
         if time.monotonic() - self._asked < self._gap:
@@ -173,9 +178,7 @@ class ThreadNames:
         """The samples with the names known; when one is missing, asks for a refresh and
         waits up to NAMING_WAIT_S for it, so that a window's own threads are named in it."""
         if any(sample.tid not in self.names for sample in samples):
-            self.refresh()
-            if self._running is not None:
-                self._running.join(self.NAMING_WAIT_S)
+            self.refresh(wait_s=self.NAMING_WAIT_S)
         return [
             replace(sample, thread_name=self.names[sample.tid])
             if sample.tid in self.names
