@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -29,6 +30,16 @@ from gilprof.sampling.threadstate.target import NotReadyYet, StatesUnavailable
 
 # A window whose holder readings name no known thread this often says the layout is off.
 MAX_HOLDER_UNKNOWN = 0.05
+# The readers of one gilprof (one per rank with --ranks) and its other threads share its GIL.
+# At CPython's default switch interval (5 ms) a reader due for a tick can wait that long for
+# the GIL while another rank's reader holds it, and those waits fall where the ranks leave a
+# collective together: in the slow rank's short awake phase, which its reader then misses.
+# Measured by benchmarks/shared_readers.py (the 4-rank straggler job beside 4 CPU hogs, the
+# slow rank's sleep share read - its own measured truth, 8 s captures): at 5 ms +6.2 points
+# (3 of 3 runs high, 4.5-8.1); at 1 ms +2.1 (8 runs, -0.8 to +4.7); with that rank's reader
+# alone in a process of its own +0.4 to -1.4. 0.2 ms reads no better (+1.7) and costs
+# gilprof 37% more CPU; 1 ms costs none the runs resolve (3.4-3.6 s per 8 s for 4 ranks).
+READER_SWITCH_INTERVAL_S = 0.001
 
 FALLBACK_NOTE = (
     "thread states unavailable ({reason}); sampling in gil mode instead: held shares only, "
@@ -75,6 +86,8 @@ class ReaderThread:
         self._thread = threading.Thread(target=self._run, name="gilprof-states", daemon=True)
 
     def start(self) -> None:
+        if sys.getswitchinterval() > READER_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(READER_SWITCH_INTERVAL_S)
         self._thread.start()
 
     def _run(self) -> None:
