@@ -28,7 +28,7 @@ from gilprof.sampling.backends.base import Backend, NotReady, SamplerSettings, W
 from gilprof.sampling.capture import make_target, prepare_folder, restore_signals
 from gilprof.sampling.discover import TargetQuery
 from gilprof.sampling.recorder import StepMonitor, StepThreshold, WindowRing, with_messages
-from gilprof.sampling.session import target_alive
+from gilprof.sampling.session import WINDOW_RETRIES, target_alive
 
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 # How many log lines after a step trigger a capture quotes (those before: StepMonitor).
@@ -237,6 +237,7 @@ class FlightRecorder:
         self.ring = WindowRing(self.target, self._sampling(settings, ""))
         until = None if options.until_s is None else now() + options.until_s
         started = False
+        failed = 0  # windows failed in a row since the last one sampled (session.WINDOW_RETRIES)
         ticks_sources: set[str] = set()
         while True:
             ending: Trigger | None = None
@@ -249,9 +250,14 @@ class FlightRecorder:
                         continue
                     if not started:
                         raise TargetError(f"PID {pid}: cannot be sampled ({exc})") from None
+                    failed += 1
+                    if failed <= WINDOW_RETRIES and target_alive(pid):
+                        self.observer.message(f"PID {pid}: window failed, sampling again ({exc})")
+                        self.stop.wait(0.1)
+                        continue
                     ending = Trigger("exited", now(), f"PID {pid} can no longer be read ({exc})")
                 else:
-                    started = True
+                    started, failed = True, 0
                     ticks, source = backend.ticks(result, settings)
                     ticks_sources.add(source)
                     self.ring.add(result, ticks)

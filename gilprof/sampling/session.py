@@ -30,6 +30,11 @@ from gilprof.sampling.gpu import GpuWatch, summary
 from gilprof.sampling.triggers import Fired
 
 DEFAULT_WINDOW_S = 2.0
+# A window whose sampler could not read a live target after sampling began (py-spy's "failed
+# to find python version" from a read that raced the target) is sampled again this many times
+# in a row before the capture ends, marked partial: ending at once left a profile of the
+# windows so far that claimed to be complete (a 4 s capture of 2 s, seen in CI).
+WINDOW_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,7 @@ def _sample(
     ticks_sources: set[str] = set()
     priorities: dict[str, int] = {}  # the sampler's scheduling -> windows sampled with it
     stopped_by = ""
+    failed, failure = 0, ""  # windows failed in a row after sampling began; the last error
     covered = 0.0
     if stream is not None:
         stream.start(profile)  # before sampling: a capture killed later leaves a profile file
@@ -157,8 +163,14 @@ def _sample(
                 raise TargetError(
                     f"PID {target.pid}: {backend.name} cannot read a Python interpreter ({exc})"
                 ) from None
-            messages.append(f"window failed: {exc}")
+            failed += 1
+            messages.append(f"window failed ({failed} in a row): {exc}")
+            if failed <= WINDOW_RETRIES:
+                stop.wait(0.1)
+                continue
+            stopped_by, failure = "failed", str(exc)
             break
+        failed = 0
         if origin is None:
             origin = result.t0
             if options.start is not None:  # how soon after the trigger sampling began
@@ -196,6 +208,10 @@ def _sample(
     partial_reason = None
     if stopped_by == "interrupted":
         partial_reason = f"interrupted after {covered:.1f} s"
+    elif stopped_by == "failed":
+        partial_reason = (
+            f"the sampler failed {failed} windows in a row after {covered:.1f} s ({failure})"
+        )
     elif (
         stopped_by == "exited"
         and options.duration is not None

@@ -46,7 +46,9 @@ def test_planted_function_shares_match_wall_time_inside_them(tmp_path):
     # has been counted over one window alone (measured shares of k/199), where 20% of wall
     # has a sampling error of 2.8 points. So each bound is the wider of the fixed one (room
     # for load at ~400 ticks) and 3.5 binomial errors at the truth and this run's ticks.
-    assert outcome.ticks >= 150, outcome.ticks  # at least one whole window was counted
+    # at least one whole window was counted (a window py-spy failed is now sampled again:
+    # session.WINDOW_RETRIES); the messages say what a short capture lost
+    assert outcome.ticks >= 150, (outcome.ticks, outcome.messages)
     for name, fixed in (("planted_20pct", 0.05), ("planted_5pct", 0.04), ("planted_1pct", 0.02)):
         row = functions[name]
         truth = (row.truth_lo + row.truth_hi) / 2

@@ -12,20 +12,24 @@ import pytest
 from gilprof.errors import InputError, TargetError
 from gilprof.model import Mode, Target, ThreadState
 from gilprof.profile import Profile, StreamWriteError
-from gilprof.sampling.backends.base import Backend, SamplerSettings, WindowResult
-from gilprof.sampling.session import SessionOptions, run_session
+from gilprof.sampling.backends.base import Backend, NotReady, SamplerSettings, WindowResult
+from gilprof.sampling.session import WINDOW_RETRIES, SessionOptions, run_session
 
 from .builders import sample
 
 
 class Scripted(Backend):
-    """Windows of 1 s: two threads in contention mode; `check(i)` runs before window i."""
+    """Windows of 1 s: two threads in contention mode; `check(i)` runs before window i.
+    Call `fail_at` raises TargetError; the calls in `not_ready` raise NotReady (a sampler
+    that could not read the target that time) and count no window."""
 
     name = "scripted"
 
-    def __init__(self, windows: int, check=None, fail_at: int | None = None) -> None:
+    def __init__(self, windows: int, check=None, fail_at: int | None = None, not_ready=()) -> None:
         self.windows, self.check, self.fail_at = windows, check, fail_at
+        self.not_ready = set(not_ready)
         self.calls = 0
+        self.sampled = 0
 
     def version(self) -> str:
         return "1"
@@ -40,6 +44,10 @@ class Scripted(Backend):
             self.check(i)
         if self.fail_at == i:
             raise TargetError("scripted failure")
+        if i in self.not_ready:
+            raise NotReady("failed to find python version (scripted)")
+        i = self.sampled
+        self.sampled += 1
         held = sample("exec", "loop", f"hot{i % 3}", count=600, tid=7)
         waits = sample("io", "serve", count=400, tid=8, state=ThreadState.WAITING)
         return WindowResult(
@@ -88,6 +96,25 @@ def test_the_file_exists_before_sampling_and_grows_a_window_at_a_time(tmp_path):
     assert not profile.sampling.partial
     assert profile.sampling.samples == 5 * 1000
     assert Profile.load(path).to_dict() == profile.to_dict()
+
+
+def test_a_window_the_sampler_could_not_read_is_sampled_again(tmp_path):
+    # calls 1-3 fail (WINDOW_RETRIES in a row): the capture goes on to all 5 windows
+    backend = Scripted(5, not_ready=range(1, 1 + WINDOW_RETRIES))
+    profile = _run(tmp_path, backend)
+    assert len(profile.windows) == 5 and backend.calls == 5 + WINDOW_RETRIES
+    assert not profile.sampling.partial
+    failed = [m for m in profile.sampling.messages if m.startswith("window failed")]
+    assert len(failed) == WINDOW_RETRIES and "failed to find python version" in failed[0]
+
+
+def test_a_sampler_that_keeps_failing_ends_the_capture_marked_partial(tmp_path):
+    # before the fix the first failure ended the capture, and its profile read complete
+    profile = _run(tmp_path, Scripted(5, not_ready=range(2, 100)))
+    assert len(profile.windows) == 2
+    assert profile.sampling.partial
+    reason = profile.sampling.partial_reason
+    assert f"failed {WINDOW_RETRIES + 1} windows in a row after 2.0 s" in reason, reason
 
 
 def test_no_window_sampled_leaves_no_file(tmp_path):
