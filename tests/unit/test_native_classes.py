@@ -26,6 +26,7 @@ from gilprof.native_classes import (
 )
 from gilprof.profile import Profile
 from gilprof.recipes.loader import parse_recipe
+from gilprof.sampling.native.calls import CallBefore
 from gilprof.sampling.native.locator import NEAREST_NS, NativeLocator
 from gilprof.sampling.native.perf import CpuSample
 from gilprof.sampling.native.symbols import read_function_symbols
@@ -132,8 +133,24 @@ class _Symbols:
         return None
 
 
+class _Calls:
+    """The call before each scripted return address (unscripted: not checked), and the
+    addresses that are PLT stubs."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, tuple[CallBefore, int]] = {}
+        self.plt: set[int] = set()
+
+    def before(self, address: int) -> tuple[CallBefore, int]:
+        return self.calls.get(address, (CallBefore.UNKNOWN, 0))
+
+    def is_plt(self, address: int) -> bool:
+        return address in self.plt
+
+
 def _locator() -> NativeLocator:
     locator = NativeLocator.__new__(NativeLocator)
+    locator.calls = _Calls()  # type: ignore[assignment]
     locator.interpreter_path = "/usr/bin/python3.11"
     locator.rules = NativeRules()
     locator.maps = _Maps()  # type: ignore[assignment]

@@ -43,6 +43,7 @@ from gilprof.native_classes import (
     is_pass_through,
     native_frame,
 )
+from gilprof.sampling.native.calls import CallBefore, CallSites
 from gilprof.sampling.native.perf import CpuSample, CpuSampler
 from gilprof.sampling.native.switches import BRIDGE_NS, SwitchEvidence
 from gilprof.sampling.native.symbols import SymbolTables
@@ -115,6 +116,7 @@ class NativeLocator(SwitchEvidence):
         self.sampler = CpuSampler(period_ns)
         self.maps = Mappings(pid)
         self.symbols = SymbolTables(pid)
+        self.calls = CallSites(pid)  # which stack words follow a call to their callee
         self._times: dict[int, list[int]] = {}
         self._samples: dict[int, list[CpuSample]] = {}
         # each thread's context switches: times, and SWITCH_IN / _PREEMPTED / _BLOCKED
@@ -309,14 +311,32 @@ class NativeLocator(SwitchEvidence):
         # the instruction it was preempted at, which is its place
         if cls is not None and not self._passes(path):
             return place, cls
+        callee = path  # the file the next real return address's call must go into
         for address in sample.callers()[:MAX_CALLER_WORDS]:
             if self.maps.find(address) is None:
                 continue
+            if not self._returns_into(address, callee, at_ns):
+                continue  # a stale word (gilprof.sampling.native.calls)
             caller, caller_path, caller_function = self._where(address, at_ns)
             caller_cls = self._class_of(caller_path, caller_function)
             if caller_cls is not None and not self._passes(caller_path):
                 return caller, caller_cls
+            callee = caller_path
         return place, cls
+
+    def _returns_into(self, address: int, callee: str, at_ns: int) -> bool:
+        """Whether `address` can be the return address of a call into the file `callee`:
+        some call ends just before it, and a direct call goes into that file or to a PLT
+        stub (a call to another library). Only a word shown stale is refused: a call to the
+        same file is kept whichever function it named, since a tail call (a jump) may stand
+        between; an indirect call, or code that cannot be read, is kept."""
+        kind, target = self.calls.before(address)
+        if kind is CallBefore.NONE:
+            return False
+        if kind is not CallBefore.DIRECT:
+            return True
+        _place, target_path, _function = self._where(target, at_ns)
+        return target_path == callee or self.calls.is_plt(target)
 
     def _passes(self, path: str) -> bool:
         passes = self._pass_through.get(path)
@@ -403,3 +423,4 @@ class NativeLocator(SwitchEvidence):
 
     def close(self) -> None:
         self.sampler.close()
+        self.calls.close()
