@@ -356,3 +356,15 @@ def test_a_holder_read_blocked_is_idle_only_when_it_let_go_before_the_call(
     readings = reader.tick(0.0, out)
     assert readings[1][0] is expected
     assert out.holder_released == released
+
+
+def test_a_running_thread_that_takes_the_gil_during_the_tick_was_waiting_at_its_instant() -> None:
+    """Thread 1 holds the GIL at the tick's first read, thread 2 is read running and holds
+    it by the re-read: it took the GIL between the reads, so at the tick's instant (the first
+    read) it was on its way in, waiting (it read held before, counting the hand-off to it)."""
+    interpreter = _HandOffInterpreter(2)
+    reader = _bare_reader(interpreter)
+    reader.files = _FakeFiles({1: [b"running\n"], 2: [b"running\n"]})  # type: ignore[assignment]
+    readings = reader.tick(0.0, Recording())
+    assert readings[1][0] is ThreadState.HELD
+    assert readings[2][0] is ThreadState.WAITING

@@ -286,15 +286,20 @@ class StateReader:
             else None
         )  # fmt: skip
         if running or blocked_holder is not None:
-            # the GIL may have changed hands while the threads were read: a running thread
-            # that holds it by the end of the tick is the holder, not native
+            # The GIL may have changed hands while the threads were read. A running thread
+            # that did not hold it at the tick's first read and holds it by the re-read took
+            # it in between: at the tick's instant (the first read, where every reading is
+            # dated) it was on its way into the GIL, waiting. It read held until 2026-12-08,
+            # which counted the hand-off to the taker: the reacquire workload's releaser read
+            # held +2.7 and waiting -3.6 points against the kernel's truth, +0.8 and -1.3 now
+            # (docs/accuracy.md, "the re-read's taker").
             reread = True
             try:
                 _, holder_after, _ = interpreter.gil_state()
             except MemoryReadError:
                 holder_after, reread = None, False
             if holder_after in running:
-                states[holder_after] = ThreadState.HELD
+                states[holder_after] = ThreadState.WAITING
                 running.remove(holder_after)
             # It has let go of the GIL by now. Still in the very call it was read in (the same
             # number, arguments, stack and instruction pointers): a thread blocked in a call
