@@ -30,6 +30,10 @@ pytestmark = pytest.mark.integration
 
 SERVER = str(ROOT / "examples" / "disagg_gen" / "server.py")
 SAMPLE_S = 5.0
+# The device shape's loop is busy on the host ~1% of the time, the ingress thread
+# ~0.3%: at 5 s x 100 Hz that is ~6 busy readings against ~1.5, and a fresh
+# clone's run once chose the ingress thread by measurement. 10 s doubles the evidence.
+DEVICE_SAMPLE_S = 10.0
 SHAPES = {
     # the host paces the loop. At the default 20 ms device step this machine's host step p50
     # is ~20 ms in the first seconds, and a timer around the loop's synchronize measured it
@@ -56,8 +60,9 @@ def _sampled(
     mode: str,
     pid_pattern: str,
     report_args: tuple[str, ...] = (),
+    seconds: float = SAMPLE_S,
 ) -> tuple[dict, dict]:
-    """Start `cmd`, let it warm up, sample its loop for SAMPLE_S, wait for it, report --steps."""
+    """Start `cmd`, let it warm up, sample its loop for `seconds`, wait for it, report --steps."""
     err = tmp_path / "stderr.txt"
     with open(err, "wb") as handle:
         target = spawn(cmd, stdout=handle, stderr=handle)
@@ -66,9 +71,9 @@ def _sampled(
     assert wait_for(lambda: _lines(log) >= 5, 60), err.read_text(errors="replace")
     out = tmp_path / f"{mode}.json"
     run = attach(
-        spawn, int(match.group(1)), out, "--mode", mode, "-d", str(SAMPLE_S), "--window", "0.5"
+        spawn, int(match.group(1)), out, "--mode", mode, "-d", str(seconds), "--window", "0.5"
     )
-    assert_exits(run, timeout=SAMPLE_S + 60)
+    assert_exits(run, timeout=seconds + 60)
     end_running(target, err.read_text(errors="replace"))
     steps = gilprof_stdout(spawn, "steps", str(log), "--skip-warmup", "3", "--format", "json")
     report = gilprof_stdout(
@@ -80,6 +85,7 @@ def _sampled(
 def _server(spawn, tmp_path: Path, shape: str, mode: str, *report_args: str) -> tuple[dict, dict]:
     mpiexec = require_tool("mpiexec")
     log = tmp_path / "server.log"
+    seconds = DEVICE_SAMPLE_S if shape == "device" else SAMPLE_S
     cmd = [
         mpiexec,
         "-n",
@@ -88,13 +94,13 @@ def _server(spawn, tmp_path: Path, shape: str, mode: str, *report_args: str) -> 
         SERVER,
         *SHAPES[shape],
         "--duration",
-        "14",
+        str(seconds + 9),
         "--warmup",
         "0",
         "--log-file",
         str(log),
     ]
-    return _sampled(spawn, tmp_path, cmd, log, mode, r"rank0 pid=(\d+)", report_args)
+    return _sampled(spawn, tmp_path, cmd, log, mode, r"rank0 pid=(\d+)", report_args, seconds)
 
 
 def _report(verdict: dict, steps: dict) -> str:
