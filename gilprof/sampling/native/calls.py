@@ -22,12 +22,10 @@ may stand between), and an indirect call cannot be checked, so it is kept. Elsew
 
 from __future__ import annotations
 
-import platform
 from enum import Enum
 
 from gilprof.sampling.threadstate.memory import MemoryReadError, TargetMemory
 
-CHECKS_CALLS = platform.machine() in ("x86_64", "AMD64")
 _BEFORE = 7  # the longest call encoding checked: FF 14 25 disp32 / FF 94 xx disp32
 
 
@@ -72,22 +70,15 @@ def is_plt_stub(code: bytes) -> bool:
 
 class CallSites:
     """The call before each candidate return address of one target, read once from its
-    memory (code does not change) and cached."""
+    memory (the reader's, which owns it; code does not change) and cached. `checked`: the
+    target is x86_64, whose call encodings call_before decodes."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self._memory: TargetMemory | None = None
-        self._opened = False
+    def __init__(self, memory: TargetMemory | None, checked: bool) -> None:
+        self._memory = memory if checked else None
         self._before: dict[int, tuple[CallBefore, int]] = {}
         self._plt: dict[int, bool] = {}
 
     def _read(self, address: int, size: int) -> bytes | None:
-        if not self._opened:
-            self._opened = True
-            try:
-                self._memory = TargetMemory(self.pid)
-            except Exception:  # no access: nothing is checked
-                self._memory = None
         if self._memory is None:
             return None
         try:
@@ -97,8 +88,6 @@ class CallSites:
 
     def before(self, address: int) -> tuple[CallBefore, int]:
         """(kind, the direct call's target or 0) of the call that would return to `address`."""
-        if not CHECKS_CALLS:
-            return CallBefore.UNKNOWN, 0
         found = self._before.get(address)
         if found is None:
             code = self._read(address - _BEFORE, _BEFORE)
@@ -116,8 +105,3 @@ class CallSites:
             code = self._read(address, 11)
             found = self._plt[address] = code is not None and is_plt_stub(code)
         return found
-
-    def close(self) -> None:
-        if self._memory is not None:
-            memory, self._memory = self._memory, None
-            memory.close()

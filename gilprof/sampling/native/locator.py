@@ -108,7 +108,12 @@ class Mappings:
 
 class NativeLocator(SwitchEvidence):
     def __init__(
-        self, pid: int, interpreter_path: str, rules: NativeRules, period_ns: int = PERIOD_NS
+        self,
+        pid: int,
+        interpreter_path: str,
+        rules: NativeRules,
+        calls: CallSites,
+        period_ns: int = PERIOD_NS,
     ) -> None:
         self.pid = pid
         self.interpreter_path = interpreter_path
@@ -116,7 +121,7 @@ class NativeLocator(SwitchEvidence):
         self.sampler = CpuSampler(period_ns)
         self.maps = Mappings(pid)
         self.symbols = SymbolTables(pid)
-        self.calls = CallSites(pid)  # which stack words follow a call to their callee
+        self.calls = calls  # which stack words follow a call to their callee
         self._times: dict[int, list[int]] = {}
         self._samples: dict[int, list[CpuSample]] = {}
         # each thread's context switches: times, and SWITCH_IN / _PREEMPTED / _BLOCKED
@@ -335,8 +340,8 @@ class NativeLocator(SwitchEvidence):
             return False
         if kind is not CallBefore.DIRECT:
             return True
-        _place, target_path, _function = self._where(target, at_ns)
-        return target_path == callee or self.calls.is_plt(target)
+        row = self.maps.find(target)  # its file only: no symbol lookup
+        return (row is not None and row[3] == callee) or self.calls.is_plt(target)
 
     def _passes(self, path: str) -> bool:
         passes = self._pass_through.get(path)
@@ -423,4 +428,3 @@ class NativeLocator(SwitchEvidence):
 
     def close(self) -> None:
         self.sampler.close()
-        self.calls.close()

@@ -36,6 +36,7 @@ from gilprof.native_classes import (
     native_frame,
 )
 from gilprof.sampling.blocked import BlockedEvidence
+from gilprof.sampling.native.calls import CallSites
 from gilprof.sampling.native.locator import NativeLocator
 from gilprof.sampling.native.perf import PerfRefused
 from gilprof.sampling.threadstate.arch import AARCH64, X86_64, Arch
@@ -131,7 +132,9 @@ class StateReader:
     def locate_native(self, rules: NativeRules) -> str:
         """Start placing native readings; '' or, when the kernel refuses, one line why."""
         self.evidence.rules = rules
-        locator = NativeLocator(self.interpreter.pid, self.interpreter.located.path, rules)
+        interpreter = self.interpreter
+        calls = CallSites(interpreter.memory, checked=self.arch is X86_64)
+        locator = NativeLocator(interpreter.pid, interpreter.located.path, rules, calls)
         self._refresh_threads(time.monotonic())
         try:
             locator.follow(self.threads)
